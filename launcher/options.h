@@ -1,0 +1,65 @@
+// Command line and TFBOOT_* environment twins -> Options (SPEC §2). Pure.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "error.h"
+
+namespace tfboot {
+
+using Environment = std::map<std::string, std::string, std::less<>>;
+
+// A string option together with where it came from ("--cluster" or "TFBOOT_CLUSTER"),
+// so that a later step can name the source in its error message.
+struct Setting {
+  std::string value;
+  std::string source;
+};
+
+enum class Mode { entrypoint, local, version, help };
+enum class IdentityFrom { automatic, hostname, ptr };
+enum class AddressMode { name, ip };
+enum class LogFormat { text, json };
+
+struct Options {
+  Mode mode = Mode::entrypoint;
+  std::optional<Setting> task_type;
+  std::optional<Setting> task_index;
+  std::optional<Setting> hostname;
+  bool chief_at_ordinal_0 = false;
+  IdentityFrom identity_from = IdentityFrom::automatic;
+  std::optional<Setting> cluster;
+  std::optional<Setting> peer_template;
+  std::optional<Setting> service;
+  std::optional<Setting> kube_namespace;
+  std::optional<Setting> cluster_domain;
+  Setting port{"2222", "default"};
+  AddressMode address = AddressMode::name;
+  bool evaluator_in_cluster = false;
+  std::chrono::milliseconds wait = std::chrono::minutes(15);
+  std::optional<Setting> dns_server;
+  std::optional<Setting> log_root;
+  bool print = false;
+  std::optional<bool> init;  // unset: on exactly when tfboot is PID 1
+  std::string log_level = "info";
+  LogFormat log_format = LogFormat::text;
+  std::vector<std::string> command;  // empty: the default command
+};
+
+inline const std::vector<std::string> default_command{"python", "train.py"};
+
+// args excludes argv[0].
+Result<Options> parse_options(std::span<const std::string> args, const Environment& env);
+
+// "500ms", "30s", "15m", "1h" or plain seconds.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view source);
+
+std::string help_text();
+
+}  // namespace tfboot

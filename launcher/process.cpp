@@ -1,0 +1,114 @@
+// Running the command: plain exec, or supervising it as PID 1 in the manner of tini (SPEC §7).
+#include "process.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <optional>
+
+#include <spdlog/spdlog.h>
+
+namespace tfboot {
+namespace {
+
+// execvp wants char* const[]; the strings outlive the call.
+std::vector<char*> make_argv(const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  return argv;
+}
+
+int exec_failure_code(int error_number) {
+  // As a shell does: a missing file is 127, anything else that stops exec is 126.
+  return error_number == ENOENT || error_number == ENOTDIR ? exit_code::not_found : exit_code::not_executable;
+}
+
+std::string exec_failure_message(const std::string& program, int error_number) {
+  return "cannot run command '" + program + "': " +
+         (error_number == ENOENT ? std::string("not found") : std::string(std::strerror(error_number)));
+}
+
+int status_to_exit_code(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return exit_code::signal_base + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+Error exec_command(const std::vector<std::string>& command) {
+  auto argv = make_argv(command);
+  ::execvp(argv[0], argv.data());
+  int saved = errno;
+  return Error{exec_failure_code(saved), exec_failure_message(command[0], saved)};
+}
+
+Result<int> supervise_command(const std::vector<std::string>& command) {
+  sigset_t supervised;
+  sigemptyset(&supervised);
+  for (int signal_number : forwarded_signals) sigaddset(&supervised, signal_number);
+  sigaddset(&supervised, SIGCHLD);
+
+  // Blocked signals wait for sigtimedwait below; the command gets the mask we started with.
+  sigset_t original_mask;
+  if (::sigprocmask(SIG_BLOCK, &supervised, &original_mask) != 0) {
+    return make_error(1, std::string("sigprocmask failed: ") + std::strerror(errno));
+  }
+  // Handing the terminal to the command's process group would stop us with SIGTTOU otherwise.
+  struct sigaction ignore {}, old_ttin {}, old_ttou {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGTTIN, &ignore, &old_ttin);
+  ::sigaction(SIGTTOU, &ignore, &old_ttou);
+
+  auto argv = make_argv(command);
+  pid_t child = ::fork();
+  if (child < 0) {
+    int saved = errno;
+    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    return make_error(1, std::string("cannot start the command: fork failed: ") + std::strerror(saved));
+  }
+  if (child == 0) {
+    // Own process group, so a signal forwarded to the group reaches the command's children too.
+    ::setpgid(0, 0);
+    if (::isatty(STDIN_FILENO)) ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+    ::sigaction(SIGTTIN, &old_ttin, nullptr);
+    ::sigaction(SIGTTOU, &old_ttou, nullptr);
+    ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
+    ::execvp(argv[0], argv.data());
+    int saved = errno;
+    std::string message = "tfboot: " + exec_failure_message(command[0], saved) + "\n";
+    [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, message.data(), message.size());
+    ::_exit(exec_failure_code(saved));
+  }
+  // Also set here: whichever of parent and child runs first, the group exists before we signal it.
+  ::setpgid(child, child);
+  spdlog::debug("supervising command as pid {}", child);
+
+  std::optional<int> command_status;
+  while (!command_status) {
+    siginfo_t info{};
+    timespec timeout{1, 0};
+    int signal_number = ::sigtimedwait(&supervised, &info, &timeout);
+    if (signal_number > 0 && signal_number != SIGCHLD) {
+      spdlog::info("passing signal {} to the command", signal_number);
+      if (::kill(-child, signal_number) != 0) ::kill(child, signal_number);
+    }
+    // Reap everything that has ended: the command, and orphans re-parented to us as PID 1.
+    while (true) {
+      int status = 0;
+      pid_t ended = ::waitpid(-1, &status, WNOHANG);
+      if (ended <= 0) break;
+      if (ended == child) command_status = status_to_exit_code(status);
+    }
+  }
+  spdlog::info("command exited with status {}", *command_status);
+  return *command_status;
+}
+
+}  // namespace tfboot

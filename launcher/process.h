@@ -1,0 +1,24 @@
+// Running the command: plain exec, or supervising it as PID 1 in the manner of tini (SPEC §7).
+#pragma once
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+namespace tfboot {
+
+// The signals an init passes on to the command.
+inline constexpr int forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+// Replaces this process with the command (PATH search, environment as it is now). Returns only
+// on failure: 127 when the command is not found, 126 when it cannot be executed.
+Error exec_command(const std::vector<std::string>& command);
+
+// Forks the command into its own process group, forwards signals to that group, reaps every
+// child (as PID 1 orphans are re-parented to us) and returns the command's exit status, or
+// 128+N when signal N killed it.
+Result<int> supervise_command(const std::vector<std::string>& command);
+
+}  // namespace tfboot

@@ -1,0 +1,141 @@
+// The c-ares Resolver: one channel, lookups driven by the classic ares_fds/ares_timeout/select loop.
+#include "resolver.h"
+
+#include <arpa/inet.h>
+#include <ares.h>
+#include <netdb.h>
+#include <sys/select.h>
+#include <time.h>
+
+#include <mutex>
+
+namespace tfboot {
+namespace {
+
+LookupResult to_lookup_result(int status, const ares_addrinfo* info) {
+  LookupResult result;
+  switch (status) {
+    case ARES_SUCCESS: break;
+    case ARES_ENOTFOUND: return {LookupStatus::not_published, {}, "NXDOMAIN"};
+    case ARES_ENODATA: return {LookupStatus::not_published, {}, "no address records"};
+    case ARES_ETIMEOUT: return {LookupStatus::dns_trouble, {}, "timeout"};
+    case ARES_ESERVFAIL: return {LookupStatus::dns_trouble, {}, "SERVFAIL"};
+    case ARES_EREFUSED: return {LookupStatus::dns_trouble, {}, "REFUSED"};
+    case ARES_ECONNREFUSED: return {LookupStatus::dns_trouble, {}, "connection refused"};
+    default: return {LookupStatus::dns_trouble, {}, ares_strerror(status)};
+  }
+  std::vector<std::string> v4, v6;
+  for (const ares_addrinfo_node* node = info ? info->nodes : nullptr; node; node = node->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    if (node->ai_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(node->ai_addr)->sin_addr, text, sizeof text);
+      v4.emplace_back(text);
+    } else if (node->ai_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(node->ai_addr)->sin6_addr, text, sizeof text);
+      v6.emplace_back(text);
+    }
+  }
+  if (v4.empty() && v6.empty()) return {LookupStatus::not_published, {}, "no address records"};
+  result.status = LookupStatus::resolved;
+  result.addresses = std::move(v4);
+  result.addresses.insert(result.addresses.end(), v6.begin(), v6.end());
+  return result;
+}
+
+class CaresResolver final : public Resolver {
+ public:
+  explicit CaresResolver(ares_channel channel) : channel_(channel) {}
+  ~CaresResolver() override { ares_destroy(channel_); }
+  CaresResolver(const CaresResolver&) = delete;
+  CaresResolver& operator=(const CaresResolver&) = delete;
+
+  void start_lookup(const std::string& name, std::function<void(LookupResult)> done) override {
+    ares_addrinfo_hints hints{};
+    hints.ai_family = AF_UNSPEC;
+    // NOSORT: RFC 6724 sorting would connect() a UDP socket per address; we only need to know
+    // that the name exists. NUMERICSERV with no service keeps it a pure name lookup.
+    hints.ai_flags = ARES_AI_NOSORT;
+    auto* callback = new std::function<void(LookupResult)>(std::move(done));
+    ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &CaresResolver::on_done, callback);
+  }
+
+  void process(std::chrono::milliseconds budget) override {
+    fd_set readers, writers;
+    FD_ZERO(&readers);
+    FD_ZERO(&writers);
+    int nfds = ares_fds(channel_, &readers, &writers);
+    timeval max_wait{static_cast<time_t>(budget.count() / 1000), static_cast<suseconds_t>((budget.count() % 1000) * 1000)};
+    if (nfds == 0) {
+      // Nothing in flight: just let the time pass (the caller wakes us for the next retry).
+      timespec pause{max_wait.tv_sec, max_wait.tv_usec * 1000};
+      nanosleep(&pause, nullptr);
+      return;
+    }
+    timeval storage{};
+    timeval* wait = ares_timeout(channel_, &max_wait, &storage);
+    int ready = select(nfds, &readers, &writers, nullptr, wait);
+    if (ready < 0) {
+      FD_ZERO(&readers);  // EINTR: still let c-ares handle its timeouts
+      FD_ZERO(&writers);
+    }
+    ares_process(channel_, &readers, &writers);
+  }
+
+  std::vector<std::string> servers() const override {
+    std::vector<std::string> result;
+    ares_addr_port_node* list = nullptr;
+    if (ares_get_servers_ports(channel_, &list) != ARES_SUCCESS) return result;
+    for (auto* node = list; node; node = node->next) {
+      char text[INET6_ADDRSTRLEN] = {};
+      inet_ntop(node->family, &node->addr, text, sizeof text);
+      int port = node->udp_port ? node->udp_port : 53;
+      result.push_back(node->family == AF_INET6 ? "[" + std::string(text) + "]:" + std::to_string(port)
+                                                : std::string(text) + ":" + std::to_string(port));
+    }
+    ares_free_data(list);
+    return result;
+  }
+
+ private:
+  static void on_done(void* arg, int status, int /*timeouts*/, ares_addrinfo* info) {
+    std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
+    // On ares_destroy the pending lookups are cancelled; nobody waits for them any more.
+    if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) (*callback)(to_lookup_result(status, info));
+    if (info) ares_freeaddrinfo(info);
+  }
+
+  ares_channel channel_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Resolver>> make_cares_resolver(const ResolverSettings& settings) {
+  static std::once_flag library_initialised;
+  std::call_once(library_initialised, [] { ares_library_init(ARES_LIB_INIT_ALL); });
+
+  ares_options options{};
+  int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS;
+  // NOCHECKRESP: report SERVFAIL and REFUSED as such (otherwise they look like a refused
+  // connection), so the log can say "DNS in trouble" precisely. Our own loop does the retries.
+  options.flags = ARES_FLAG_NOCHECKRESP;
+  options.timeout = static_cast<int>(settings.per_try_timeout.count());
+  options.tries = 1;
+  std::string lookups = settings.use_hosts_file ? "fb" : "b";
+  options.lookups = lookups.data();
+  ares_channel channel = nullptr;
+  int status = ares_init_options(&channel, &options, mask);
+  if (status != ARES_SUCCESS) {
+    return make_error(exit_code::usage, std::string("cannot set up DNS resolver from /etc/resolv.conf: ") + ares_strerror(status));
+  }
+  if (!settings.servers_csv.empty()) {
+    status = ares_set_servers_ports_csv(channel, settings.servers_csv.c_str());
+    if (status != ARES_SUCCESS) {
+      ares_destroy(channel);
+      return usage_error(settings.servers_source + " '" + settings.servers_csv + "' is not a list of ip[:port]: " +
+                         ares_strerror(status));
+    }
+  }
+  return std::unique_ptr<Resolver>(new CaresResolver(channel));
+}
+
+}  // namespace tfboot

@@ -1,0 +1,43 @@
+// Name lookups behind a small interface: c-ares in production, a fake in unit tests.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+namespace tfboot {
+
+// "Not published yet" and "DNS in trouble" call for different actions by the user.
+enum class LookupStatus { resolved, not_published, dns_trouble };
+
+struct LookupResult {
+  LookupStatus status = LookupStatus::dns_trouble;
+  std::vector<std::string> addresses;  // numeric, IPv4 before IPv6
+  std::string error;                   // e.g. "NXDOMAIN", "timeout", "SERVFAIL"
+};
+
+class Resolver {
+ public:
+  virtual ~Resolver() = default;
+  // Starts one lookup (A and AAAA); `done` is called from within process().
+  virtual void start_lookup(const std::string& name, std::function<void(LookupResult)> done) = 0;
+  // Handles network events for at most `budget`, running callbacks of finished lookups.
+  virtual void process(std::chrono::milliseconds budget) = 0;
+  // The servers queried, for the log and startup.json.
+  virtual std::vector<std::string> servers() const = 0;
+};
+
+struct ResolverSettings {
+  std::string servers_csv;  // "ip[:port],..." or empty for resolv.conf's
+  std::string servers_source;
+  std::chrono::milliseconds per_try_timeout{500};
+  bool use_hosts_file = true;  // false: DNS only, so a pod's own /etc/hosts line proves nothing
+};
+
+Result<std::unique_ptr<Resolver>> make_cares_resolver(const ResolverSettings& settings);
+
+}  // namespace tfboot

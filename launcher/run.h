@@ -1,0 +1,8 @@
+// The flow of SPEC §1, from argv and the environment to the running command.
+#pragma once
+
+namespace tfboot {
+
+int run(int argc, char** argv, char** envp);
+
+}  // namespace tfboot

@@ -2,6 +2,7 @@
 #include "process.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,6 +66,9 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
   sigemptyset(&ignore.sa_mask);
   ::sigaction(SIGTTIN, &ignore, &old_ttin);
   ::sigaction(SIGTTOU, &ignore, &old_ttou);
+
+  // Not PID 1 (--init): become a subreaper so orphans of the command are still ours to reap.
+  if (::getpid() != 1) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 
   auto argv = make_argv(command);
   pid_t child = ::fork();

@@ -1,0 +1,200 @@
+"""tfboot as a user meets it: flags, errors and exit codes, files, the command's argv and env."""
+
+import json
+import os
+import stat
+
+import pytest
+
+CLUSTER = {"TFBOOT_CLUSTER": "worker=3"}
+
+
+def one_error_line(result):
+    errors = [l for l in result.stderr.splitlines() if " error " in l]
+    assert len(errors) == 1, result.stderr
+    return errors[0]
+
+
+def test_version_and_help(run_tfboot):
+    version = run_tfboot(["--version"])
+    assert version.returncode == 0
+    assert version.stdout.startswith("tfboot ")
+    help_run = run_tfboot(["--help"])
+    assert help_run.returncode == 0
+    for flag in ["--task-type", "--task-index", "--hostname", "--chief-at-ordinal-0", "--identity-from",
+                 "--cluster", "--peer-template", "--service", "--namespace", "--cluster-domain", "--port",
+                 "--address", "--evaluator-in-cluster", "--wait", "--dns-server", "--log-root", "--print",
+                 "--init, --no-init", "--log-level", "--log-format"]:
+        assert flag in help_run.stdout, flag
+    assert "TFBOOT_CHIEF_AT_ORDINAL_0=1" in help_run.stdout
+    assert "default: 15m" in help_run.stdout
+
+
+def test_print_zero_config_statefulset_name(run_tfboot, tmp_path):
+    result = run_tfboot(["--print", "--wait", "0"],
+                        env={"TFBOOT_CLUSTER": "worker=3", "POD_NAME": "mnist-worker-1", "TFBOOT_LOG_ROOT": str(tmp_path / "l")})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "cluster": {"worker": ["mnist-worker-0:2222", "mnist-worker-1:2222", "mnist-worker-2:2222"]},
+        "task": {"type": "worker", "index": 1}}
+    assert result.stdout == ('{"cluster":{"worker":["mnist-worker-0:2222","mnist-worker-1:2222","mnist-worker-2:2222"]},'
+                             '"task":{"type":"worker","index":1}}\n')
+    assert not (tmp_path / "l").exists(), "--print writes no file"
+    assert "from hostname 'mnist-worker-1' (from POD_NAME)" in result.stderr
+
+
+def test_flag_beats_env_twin(run_tfboot):
+    result = run_tfboot(["--print", "--wait=0", "--cluster", "worker=2", "--port", "3000"],
+                        env={"TFBOOT_CLUSTER": "worker=5", "TFBOOT_PORT": "4000", "POD_NAME": "a-worker-0"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cluster"] == {"worker": ["a-worker-0:3000", "a-worker-1:3000"]}
+
+
+def test_ps_cluster_with_service_and_ports(run_tfboot):
+    result = run_tfboot(["--print", "--wait", "0", "--hostname", "job-ps-1", "--service", "job", "--namespace", "ml",
+                         "--cluster", "chief=1,ps=2,worker=2,evaluator=1", "--port", "2222,ps=2223"])
+    assert result.returncode == 0, result.stderr
+    config = json.loads(result.stdout)
+    assert list(config["cluster"]) == ["chief", "worker", "ps"], "evaluator left out, keys in order"
+    assert config["cluster"]["ps"] == ["job-ps-0.job.ml.svc.cluster.local:2223",
+                                       "job-ps-1.job.ml.svc.cluster.local:2223"]
+    assert config["cluster"]["chief"] == ["job-chief-0.job.ml.svc.cluster.local:2222"]
+    assert config["task"] == {"type": "ps", "index": 1}
+
+
+def test_evaluator_in_cluster_flag(run_tfboot):
+    result = run_tfboot(["--print", "--wait", "0", "--hostname", "j-evaluator-0", "--cluster", "chief=1,evaluator=1",
+                         "--evaluator-in-cluster"])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"cluster": {"chief": ["j-chief-0:2222"], "evaluator": ["j-evaluator-0:2222"]},
+                                         "task": {"type": "evaluator", "index": 0}}
+
+
+def test_operator_tf_config_is_adopted(run_tfboot):
+    operator = {"cluster": {"chief": ["t-chief-0.ns.svc:2222"], "worker": ["t-worker-0.ns.svc:2222"]},
+                "task": {"type": "worker", "index": 0}, "environment": "cloud"}
+    result = run_tfboot(["--print", "--wait", "0"], env={"TF_CONFIG": json.dumps(operator), "POD_NAME": "whatever"})
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == operator
+    assert "from TF_CONFIG" in result.stderr
+
+
+@pytest.mark.parametrize("args, env, code, needle", [
+    (["--bogus"], {}, 2, "--bogus"),
+    (["--cluster"], {}, 2, "--cluster needs a value"),
+    (["--wait", "1x"], CLUSTER, 2, "--wait '1x'"),
+    ([], {**CLUSTER, "TFBOOT_WAIT": "soon"}, 2, "TFBOOT_WAIT 'soon'"),
+    ([], {**CLUSTER, "TFBOOT_PRINT": "maybe"}, 2, "TFBOOT_PRINT='maybe'"),
+    (["--wait", "0"], {"POD_NAME": "a-worker-0"}, 2, "--cluster (or TFBOOT_CLUSTER) is required"),
+    (["--wait", "0"], {**CLUSTER, "POD_NAME": "laptop"}, 2, "hostname 'laptop' (from POD_NAME)"),
+    (["--wait", "0"], {**CLUSTER, "POD_NAME": "a-worker-7"}, 2, "is outside TFBOOT_CLUSTER 'worker=3'"),
+    (["--wait", "0", "--task-type", "boss", "--task-index", "0"], CLUSTER, 2, "--task-type 'boss'"),
+    (["--wait", "0"], {**CLUSTER, "JOB_COMPLETION_INDEX": "-1", "POD_NAME": "j-0"}, 2, "JOB_COMPLETION_INDEX '-1'"),
+    (["--wait", "0", "--cluster", "worker=2,chief=2"], {"POD_NAME": "a-worker-0"}, 2, "at most one chief"),
+    (["--wait", "0", "--port", "70000"], {**CLUSTER, "POD_NAME": "a-worker-0"}, 2, "--port '70000'"),
+    (["--wait", "0", "--peer-template", "x-{rank}"], {**CLUSTER, "POD_NAME": "a-worker-0"}, 2, "{rank}"),
+    (["--wait", "0"], {"TF_CONFIG": "{not json"}, 2, "TF_CONFIG from the environment is not valid JSON"),
+    (["--wait", "0"], {"TF_CONFIG": '{"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":3}}'}, 2,
+     "outside the cluster"),
+    (["--wait", "0", "--address", "ip"], {**CLUSTER, "POD_NAME": "a-worker-0"}, 2, "--address ip needs the DNS wait"),
+    (["--log-level", "loud"], {}, 2, "--log-level 'loud'"),
+])
+def test_bad_input_is_one_line_and_exit_code(run_tfboot, tmp_path, args, env, code, needle):
+    log_root = tmp_path / "logs"
+    result = run_tfboot([*args, "--log-root", str(log_root), "--", "touch", str(tmp_path / "ran")] if args[:1] != ["--cluster"]
+                        else args, env=env)
+    assert result.returncode == code, result.stderr
+    assert needle in one_error_line(result)
+    assert not (tmp_path / "ran").exists(), "nothing is run after an error"
+    assert not log_root.exists(), "nothing is written after an error"
+
+
+def test_exec_passes_argv_and_env_untouched(run_tfboot, tmp_path):
+    tricky = ["a b", '"quoted"', "$HOME", "it's", "*", "--cluster", ""]
+    env = {"POD_NAME": "m-worker-2", "TFBOOT_CLUSTER": "worker=3", "TFBOOT_WAIT": "0", "USER_VALUE": "x y $z",
+           "TFBOOT_LOG_ROOT": str(tmp_path / "logs")}
+    printed = run_tfboot(["--", "/usr/bin/printf", "%s\\0", *tricky], env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.split("\0")[:-1] == tricky
+    result = run_tfboot(["--", "/usr/bin/env", "-0"], env=env)
+    assert result.returncode == 0, result.stderr
+    seen_env = dict(entry.split("=", 1) for entry in result.stdout.split("\0") if entry)
+    log_dir = str(tmp_path / "logs" / "worker_2")
+    expected_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env, "TFBOOT_LOG_DIR": log_dir,
+                    "TFBOOT_TASK_TYPE": "worker", "TFBOOT_TASK_INDEX": "2",
+                    "TF_CONFIG": (tmp_path / "logs" / "worker_2" / "tf_config.json").read_text().strip()}
+    assert seen_env == expected_env
+
+
+def test_log_dir_files(run_tfboot, tmp_path):
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=2", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path / "r")}
+    assert run_tfboot(["true"], env=env).returncode == 0
+    log_dir = tmp_path / "r" / "worker_0"
+    assert sorted(os.listdir(log_dir)) == ["startup.json", "tf_config.json"], "no temporary file left"
+    startup = json.loads((log_dir / "startup.json").read_text())
+    assert startup["task"] == {"type": "worker", "index": 0}
+    assert startup["identity_source"] == "hostname 'm-worker-0' (from POD_NAME)"
+    assert [p["name"] for p in startup["peers"]] == ["m-worker-0", "m-worker-1"]
+    assert startup["tf_config"] == json.loads((log_dir / "tf_config.json").read_text())
+    assert startup["restarts"] == 0
+    # A restart in the same pod keeps the history and never deletes user files.
+    (log_dir / "user.txt").write_text("mine")
+    assert run_tfboot(["true"], env=env).returncode == 0
+    again = json.loads((log_dir / "startup.json").read_text())
+    assert again["restarts"] == 1
+    assert again["history"][0]["started_at"] == startup["started_at"]
+    assert (log_dir / "user.txt").read_text() == "mine"
+
+
+def test_unwritable_log_root_is_exit_4(run_tfboot, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(blocker / "sub")}
+    result = run_tfboot(["--", "touch", str(tmp_path / "ran")], env=env)
+    assert result.returncode == 4
+    assert "TFBOOT_LOG_ROOT" in one_error_line(result) or str(blocker) in one_error_line(result)
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("command, code", [(["/nonexistent/cmd"], 127), (["no-such-command-xyz"], 127)])
+def test_command_not_found_is_127(run_tfboot, tmp_path, command, code):
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path)}
+    for mode in ["--no-init", "--init"]:
+        result = run_tfboot([mode, "--", *command], env=env)
+        assert result.returncode == code, (mode, result.stderr)
+        assert "not found" in result.stderr
+
+
+def test_command_not_executable_is_126(run_tfboot, tmp_path):
+    script = tmp_path / "script.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path)}
+    for mode in ["--no-init", "--init"]:
+        result = run_tfboot([mode, "--", str(script)], env=env)
+        assert result.returncode == 126, (mode, result.stderr)
+
+
+def test_command_exit_status_passes_through(run_tfboot, tmp_path):
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path)}
+    assert run_tfboot(["--", "sh", "-c", "exit 42"], env=env).returncode == 42
+
+
+def test_json_log_format_is_one_object_per_line(run_tfboot, tmp_path):
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=9", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path),
+           "TFBOOT_LOG_FORMAT": "json"}
+    result = run_tfboot(["--cluster", "worker=0,ps=1", "true"], env=env)
+    assert result.returncode == 2
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert lines[-1]["level"] == "error"
+    assert "outside --cluster" in lines[-1]["message"]
+    ok = run_tfboot(["true"], env=env)
+    assert ok.returncode == 0
+    records = [json.loads(line) for line in ok.stderr.splitlines()]
+    assert any(r.get("task") == "worker:0" and r["message"].startswith("identity worker:0") for r in records)
+
+
+def test_log_level_warn_silences_info(run_tfboot, tmp_path):
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path)}
+    assert run_tfboot(["--log-level", "warn", "true"], env=env).stderr == ""
+    assert "identity worker:0" in run_tfboot(["true"], env=env).stderr

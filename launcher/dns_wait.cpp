@@ -67,7 +67,10 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
   const TimePoint start = clock();
   const TimePoint deadline = start + policy.deadline;
   WaitOutcome outcome;
-  for (const auto& name : names) outcome.names.push_back(NameStatus{.name = name});
+  // Shown without the trailing dot of a fully qualified lookup, as TF_CONFIG shows it.
+  for (const auto& name : names) {
+    outcome.names.push_back(NameStatus{.name = name.ends_with('.') ? name.substr(0, name.size() - 1) : name});
+  }
 
   RetrySchedule schedule(policy, seed);
   QueryBudget budget(policy.retries_per_second, start);

@@ -53,7 +53,7 @@ class QueryBudget {
 };
 
 struct NameStatus {
-  std::string name;
+  std::string name;  // without a trailing dot
   bool resolved = false;
   int tries = 0;
   std::vector<std::string> addresses;

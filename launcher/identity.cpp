@@ -53,7 +53,7 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
     auto index = index_from_setting(*options.task_index);
     if (!index) return std::unexpected(index.error());
     std::string source = options.task_index->source + (options.task_type ? " and " + options.task_type->source : "");
-    return Identity{flag_type.value_or(TaskType::worker), *index, source};
+    return Identity{fallback_type, *index, source};
   }
   if (options.identity_from == IdentityFrom::automatic) {
     // 2. An operator's TF_CONFIG.

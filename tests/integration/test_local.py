@@ -1,0 +1,79 @@
+"""`tfboot local`: every task of the cluster as a process on this machine."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+
+
+def test_default_two_workers_with_own_tf_config_and_prefixed_output(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--", "sh", "-c", 'echo "$TF_CONFIG"; echo "to stderr" >&2'],
+                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.splitlines())
+    assert [line.split(" ", 1)[0] for line in lines] == ["[worker:0]", "[worker:1]"]
+    configs = {line.split(" ", 1)[0]: json.loads(line.split(" ", 1)[1]) for line in lines}
+    addresses = configs["[worker:0]"]["cluster"]["worker"]
+    assert len(addresses) == 2 and len(set(addresses)) == 2
+    assert all(a.startswith("127.0.0.1:") and 0 < int(a.split(":")[1]) < 65536 for a in addresses)
+    assert configs["[worker:1]"] == {"cluster": {"worker": addresses}, "task": {"type": "worker", "index": 1}}
+    assert "[worker:0] to stderr" in result.stderr and "[worker:1] to stderr" in result.stderr
+    for index in range(2):
+        log_dir = tmp_path / "logs" / f"worker_{index}"
+        assert json.loads((log_dir / "tf_config.json").read_text())["task"]["index"] == index
+
+
+def test_every_task_type_and_environment(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--cluster", "chief=1,ps=1,worker=2,evaluator=1", "--log-root",
+                             str(tmp_path / "r"), "--", "sh", "-c",
+                             'echo "$TFBOOT_TASK_TYPE $TFBOOT_TASK_INDEX $TFBOOT_LOG_DIR"'],
+                            env=ENV, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    seen = sorted(line.split(" ", 1)[1] for line in result.stdout.splitlines())
+    assert seen == sorted(f"{t} {i} {tmp_path}/r/{t}_{i}" for t, i in
+                          [("chief", 0), ("ps", 0), ("worker", 0), ("worker", 1), ("evaluator", 0)])
+    evaluator = json.loads((tmp_path / "r" / "evaluator_0" / "tf_config.json").read_text())
+    assert "evaluator" not in evaluator["cluster"]
+    assert evaluator["task"] == {"type": "evaluator", "index": 0}
+
+
+def test_first_failure_stops_the_others_and_sets_the_exit_code(tfboot, tmp_path):
+    script = 'if [ "$TFBOOT_TASK_INDEX" = 1 ]; then exit 7; fi; trap "exit 0" TERM; sleep 30 & wait'
+    started = time.monotonic()
+    result = subprocess.run([tfboot, "local", "--cluster", "worker=3", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 7, result.stderr
+    assert time.monotonic() - started < 8
+    assert "[worker:1] failed; stopping the other tasks" in result.stderr
+
+
+def test_sigterm_stops_all_tasks(tfboot, tmp_path):
+    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", "echo $$; exec sleep 30"],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = [int(proc.stdout.readline().split()[1]) for _ in range(2)]
+        assert all(os.path.exists(f"/proc/{pid}") for pid in pids)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in pids), "every task was stopped and reaped"
+
+
+def test_missing_command_is_127(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--", "no-such-command-xyz"], env=ENV, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 127
+    assert "not found" in result.stderr or "No such file" in result.stderr
+
+
+def test_bad_cluster_is_a_usage_error_and_starts_nothing(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--cluster", "worker=two", "--", "touch", "ran"], env=ENV, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "--cluster 'worker=two'" in result.stderr
+    assert os.listdir(tmp_path) == []

@@ -141,13 +141,14 @@ std::optional<HostnameParts> split_hostname(std::string_view hostname) {
   return parts;
 }
 
-PeerTemplate derive_peer_template(const HostnameParts& parts, std::string_view hostname) {
+PeerTemplate derive_peer_template(const HostnameParts& parts, std::string_view name, int ordinal_base) {
   PeerTemplate result;
   result.prefix = parts.prefix;
-  result.source = "hostname '" + std::string(hostname) + "'";
+  result.source = (ordinal_base == 0 ? "hostname '" : "PTR name '") + std::string(name) + "'";
+  result.ordinal_base = ordinal_base;
   std::string lead = parts.prefix.empty() ? "" : parts.prefix + "-";
   if (parts.type) {
-    result.text = lead + "{type}-{index}";
+    result.text = lead + (ordinal_base == 0 ? "{type}-{index}" : "{type}-{ordinal}");
     result.chief_spelled_master = parts.type_spelled_master;
   } else {
     result.text = lead + "{ordinal}";
@@ -215,7 +216,7 @@ Result<std::vector<PeerAddress>> plan_peers(const ClusterSpec& spec, const PortS
         if (name == "prefix") host += peer_template.prefix;
         else if (name == "type") host += type == TaskType::chief && peer_template.chief_spelled_master ? "master" : to_string(type);
         else if (name == "index") host += std::to_string(index);
-        else host += std::to_string(ordinal_of(type, index, chief_at_ordinal_0));
+        else host += std::to_string(ordinal_of(type, index, chief_at_ordinal_0) + peer_template.ordinal_base);
         i = close;
       }
       PeerAddress peer{type, index, suffix ? host + "." + suffix->text() : host, ports.port(type), suffix.has_value()};

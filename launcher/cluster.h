@@ -53,9 +53,13 @@ struct PeerTemplate {
   std::string source;
   std::string prefix;  // what {prefix} stands for; empty when unknown
   bool chief_spelled_master = false;
+  int ordinal_base = 0;  // 1 for docker compose replicas, which count from 1
 };
 Result<PeerTemplate> make_peer_template(const Setting& setting, std::optional<HostnameParts> own_hostname);
-PeerTemplate derive_peer_template(const HostnameParts& parts, std::string_view hostname);
+// From the own name: "<prefix>-<type>-{index}" or "<prefix>-{ordinal}"; with ordinal_base 1
+// (compose) a typed name becomes "<prefix>-<type>-{ordinal}".
+// `name` is the hostname, or the PTR name when ordinal_base is 1.
+PeerTemplate derive_peer_template(const HostnameParts& parts, std::string_view name, int ordinal_base = 0);
 
 // StatefulSet ordinal of a task: equal to its index, or shifted by one for workers when the
 // chief is ordinal 0 of the same StatefulSet.

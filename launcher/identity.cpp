@@ -78,8 +78,14 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
       return usage_error(in.ptr_name->source + " '" + in.ptr_name->value +
                          "' is not of the form <project>-<service>-<N>.<network> with N >= 1");
     }
-    return from_ordinal(fallback_type, ptr_parts->ordinal - 1, options.chief_at_ordinal_0,
-                        in.ptr_name->source + " '" + in.ptr_name->value + "'");
+    std::string source = in.ptr_name->source + " '" + in.ptr_name->value + "'";
+    if (ptr_parts->type) {
+      if (flag_type && *flag_type != *ptr_parts->type) {
+        return usage_error(options.task_type->source + " '" + options.task_type->value + "' contradicts " + source);
+      }
+      return Identity{*ptr_parts->type, ptr_parts->ordinal - 1, source};
+    }
+    return from_ordinal(flag_type.value_or(TaskType::worker), ptr_parts->ordinal - 1, options.chief_at_ordinal_0, source);
   }
   // 4. The hostname.
   std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";

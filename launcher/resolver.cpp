@@ -59,6 +59,18 @@ class CaresResolver final : public Resolver {
     ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &CaresResolver::on_done, callback);
   }
 
+  void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) override {
+    in6_addr storage{};
+    int family = address.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    if (inet_pton(family, address.c_str(), &storage) != 1) {
+      done({LookupStatus::not_published, {}, "not a numeric address"});
+      return;
+    }
+    auto* callback = new std::function<void(LookupResult)>(std::move(done));
+    ares_gethostbyaddr(channel_, &storage, family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr), family,
+                       &CaresResolver::on_reverse_done, callback);
+  }
+
   void process(std::chrono::milliseconds budget) override {
     fd_set readers, writers;
     FD_ZERO(&readers);
@@ -102,6 +114,17 @@ class CaresResolver final : public Resolver {
     // On ares_destroy the pending lookups are cancelled; nobody waits for them any more.
     if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) (*callback)(to_lookup_result(status, info));
     if (info) ares_freeaddrinfo(info);
+  }
+
+  static void on_reverse_done(void* arg, int status, int /*timeouts*/, hostent* host) {
+    std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
+    if (status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) return;
+    LookupResult result = to_lookup_result(status, nullptr);
+    if (status == ARES_SUCCESS) {
+      if (host && host->h_name && *host->h_name) result = {LookupStatus::resolved, {host->h_name}, ""};
+      else result = {LookupStatus::not_published, {}, "no PTR record"};
+    }
+    (*callback)(std::move(result));
   }
 
   ares_channel channel_;

@@ -25,6 +25,8 @@ class Resolver {
   virtual ~Resolver() = default;
   // Starts one lookup (A and AAAA); `done` is called from within process().
   virtual void start_lookup(const std::string& name, std::function<void(LookupResult)> done) = 0;
+  // Starts one reverse (PTR) lookup of a numeric address; the name comes back in `addresses`.
+  virtual void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) = 0;
   // Handles network events for at most `budget`, running callbacks of finished lookups.
   virtual void process(std::chrono::milliseconds budget) = 0;
   // The servers queried, for the log and startup.json.

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -94,6 +95,58 @@ std::vector<PeerAddress> peers_from_tf_config(const TfConfig& config) {
   return peers;
 }
 
+ResolverSettings resolver_settings(const Options& options, bool use_hosts_file) {
+  ResolverSettings settings;
+  if (options.dns_server) {
+    settings.servers_csv = options.dns_server->value;
+    settings.servers_source = options.dns_server->source;
+  }
+  settings.use_hosts_file = use_hosts_file;
+  return settings;
+}
+
+bool is_loopback_or_link_local(const std::string& address) {
+  return address.starts_with("127.") || address == "::1" || address.starts_with("fe80:");
+}
+
+// Docker's embedded DNS answers the PTR of a container's IP with "<project>-<service>-<N>.<network>".
+// Retried until --wait (at least a few seconds) since the record may lag the container's start.
+Result<Setting> find_own_ptr_name(const Options& options) {
+  auto mine = own_interface_addresses();
+  std::vector<std::string> candidates;
+  for (const auto& address : mine) {
+    if (!is_loopback_or_link_local(address)) candidates.push_back(address);
+  }
+  // IPv4 first: compose networks are IPv4 unless configured otherwise.
+  std::ranges::stable_partition(candidates, [](const std::string& a) { return a.find(':') == std::string::npos; });
+  if (candidates.empty()) return usage_error("--identity-from ptr: this host has no address besides loopback");
+  auto resolver = make_cares_resolver(resolver_settings(options, false));
+  if (!resolver) return std::unexpected(resolver.error());
+
+  auto limit = std::max<std::chrono::milliseconds>(options.wait, std::chrono::seconds(5));
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  LookupResult last;
+  int tries = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::optional<LookupResult> answer;
+    ++tries;
+    (*resolver)->start_reverse_lookup(candidates.front(), [&](LookupResult result) { answer = std::move(result); });
+    while (!answer && std::chrono::steady_clock::now() < deadline) (*resolver)->process(std::chrono::milliseconds(100));
+    if (!answer) break;
+    last = std::move(*answer);
+    if (last.status == LookupStatus::resolved) {
+      spdlog::info("PTR of own address {} is {} (after {} tries)", candidates.front(), last.addresses.front(), tries);
+      return Setting{last.addresses.front(), "PTR of " + candidates.front()};
+    }
+    spdlog::debug("PTR of {}: {}", candidates.front(), last.error);
+    (*resolver)->process(std::chrono::milliseconds(500));
+  }
+  return make_error(exit_code::peers_unresolved, "--identity-from ptr: the PTR record of own address " +
+                                                     candidates.front() + " did not resolve within " +
+                                                     std::to_string(limit.count() / 1000) + "s (" +
+                                                     (last.error.empty() ? std::string("timeout") : last.error) + ")");
+}
+
 struct Plan {
   Identity identity;
   std::vector<PeerAddress> peers;
@@ -111,7 +164,12 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
       plan.operator_config = *config;
     }
   }
-  std::optional<Setting> ptr_name;  // --identity-from ptr is resolved by the DNS step of the PTR issue
+  std::optional<Setting> ptr_name;
+  if (options.identity_from == IdentityFrom::ptr && !options.task_index) {
+    auto found = find_own_ptr_name(options);
+    if (!found) return std::unexpected(found.error());
+    ptr_name = *found;
+  }
   auto identity = resolve_identity({options, env, hostname, plan.operator_config, ptr_name});
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;
@@ -137,14 +195,17 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
   auto ports = parse_port_spec(options.port);
   if (!ports) return std::unexpected(ports.error());
 
-  auto parts = split_hostname(hostname.name);
+  // Peer names follow the own name: the hostname, or for compose replicas the PTR name.
+  std::string own_name = ptr_name ? ptr_name->value.substr(0, ptr_name->value.find('.')) : hostname.name;
+  auto parts = split_hostname(own_name);
   PeerTemplate peer_template;
   if (options.peer_template) {
     auto made = make_peer_template(*options.peer_template, parts);
     if (!made) return std::unexpected(made.error());
     peer_template = *made;
+    if (ptr_name) peer_template.ordinal_base = 1;
   } else if (parts) {
-    peer_template = derive_peer_template(*parts, hostname.name);
+    peer_template = derive_peer_template(*parts, ptr_name ? ptr_name->value : hostname.name, ptr_name ? 1 : 0);
   } else {
     return usage_error("cannot derive peer names from hostname '" + hostname.name + "' (from " + hostname.source +
                        "); set --peer-template");
@@ -174,14 +235,8 @@ struct DnsResult {
 
 Result<DnsResult> wait_for_peers(const Options& options, const Plan& plan) {
   DnsResult result;
-  ResolverSettings settings;
-  if (options.dns_server) {
-    settings.servers_csv = options.dns_server->value;
-    settings.servers_source = options.dns_server->source;
-  }
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
-  settings.use_hosts_file = plan.peers.empty() || !plan.peers.front().fully_qualified;
-  auto resolver = make_cares_resolver(settings);
+  auto resolver = make_cares_resolver(resolver_settings(options, plan.peers.empty() || !plan.peers.front().fully_qualified));
   if (!resolver) return std::unexpected(resolver.error());
   result.servers = (*resolver)->servers();
 

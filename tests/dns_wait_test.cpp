@@ -31,6 +31,10 @@ class FakeResolver final : public Resolver {
     max_concurrent = std::max(max_concurrent, static_cast<int>(pending_.size()));
   }
 
+  void start_reverse_lookup(const std::string&, std::function<void(LookupResult)> done) override {
+    done({LookupStatus::not_published, {}, "NXDOMAIN"});
+  }
+
   void process(std::chrono::milliseconds budget) override {
     TimePoint until = now + budget;
     TimePoint earliest = until;

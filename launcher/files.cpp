@@ -35,6 +35,9 @@ Result<void> make_directories(const std::string& path) {
     position = path.find('/', position + 1);
     partial = path.substr(0, position);
     if (partial.empty() || partial == "/") continue;
+    // An existing ancestor may be one we cannot write to (mkdir would say EACCES, not EEXIST).
+    struct stat existing {};
+    if (::stat(partial.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode)) continue;
     if (::mkdir(partial.c_str(), 0755) == 0 || errno == EEXIST) continue;
     return file_error("create directory", partial, errno);
   }

@@ -190,7 +190,16 @@ Result<int> run_local(const Options& options, const Environment& env) {
     ::close(err[1]);
     task.out = out[0];
     task.err = err[0];
-    if (task.pid < 0) return make_error(1, std::string("cannot start a task: fork failed: ") + std::strerror(errno));
+    if (task.pid < 0) {
+      int saved = errno;
+      for (const Task& started : tasks) {
+        if (started.pid > 0) ::kill(-started.pid, SIGKILL);
+      }
+      for (const Task& started : tasks) {
+        if (started.pid > 0) ::waitpid(started.pid, nullptr, 0);
+      }
+      return make_error(exit_code::not_executable, std::string("cannot start task ") + task.label + "fork failed: " + std::strerror(saved));
+    }
     ::setpgid(task.pid, task.pid);
   }
 

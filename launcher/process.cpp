@@ -75,7 +75,7 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
   if (child < 0) {
     int saved = errno;
     ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
-    return make_error(1, std::string("cannot start the command: fork failed: ") + std::strerror(saved));
+    return make_error(exit_code::not_executable, std::string("cannot start the command: fork failed: ") + std::strerror(saved));
   }
   if (child == 0) {
     // Own process group, so a signal forwarded to the group reaches the command's children too.
@@ -95,12 +95,23 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
   spdlog::debug("supervising command as pid {}", child);
 
   std::optional<int> command_status;
+  int stop_requests = 0;
   while (!command_status) {
     siginfo_t info{};
     timespec timeout{1, 0};
     int signal_number = ::sigtimedwait(&supervised, &info, &timeout);
     if (signal_number > 0 && signal_number != SIGCHLD) {
-      spdlog::info("passing signal {} to the command", signal_number);
+      // A command that ignores the first SIGTERM/SIGINT would otherwise keep the container
+      // alive until the kubelet's SIGKILL; a second one (docker stop twice, Ctrl-C twice)
+      // kills its whole process group. No timer of our own: terminationGracePeriodSeconds is
+      // the user's choice of how long a checkpoint may take.
+      bool stop = signal_number == SIGTERM || signal_number == SIGINT;
+      if (stop && ++stop_requests >= 2) {
+        spdlog::warn("second stop signal: killing the command's process group");
+        signal_number = SIGKILL;
+      } else {
+        spdlog::info("passing signal {} to the command", signal_number);
+      }
       if (::kill(-child, signal_number) != 0) ::kill(child, signal_number);
     }
     // Reap everything that has ended: the command, and orphans re-parented to us as PID 1.

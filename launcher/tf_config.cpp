@@ -1,6 +1,8 @@
 // Build, parse and validate TF_CONFIG the way TensorFlow reads it (SPEC §5).
 #include "tf_config.h"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 namespace tfboot {
@@ -77,8 +79,23 @@ Result<void> validate_tf_config(const TfConfig& config, std::string_view source)
 
 Result<TfConfig> parse_tf_config(std::string_view json, std::string_view source) {
   const std::string where(source);
-  nlohmann::json root = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  // JSON allows a key twice and keeps the last; TensorFlow's json.loads would too, silently
+  // dropping a job. We refuse instead, and name the key.
+  std::vector<std::set<std::string>> keys_by_depth;
+  std::optional<std::string> duplicate;
+  auto find_duplicates = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys_by_depth.emplace_back();
+    if (event == Event::object_end && !keys_by_depth.empty()) keys_by_depth.pop_back();
+    if (event == Event::key && !keys_by_depth.empty() && !keys_by_depth.back().insert(parsed.get<std::string>()).second &&
+        !duplicate) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json root = nlohmann::json::parse(json, find_duplicates, /*allow_exceptions=*/false);
   if (root.is_discarded()) return usage_error(where + " is not valid JSON");
+  if (duplicate) return usage_error(where + ": key '" + *duplicate + "' appears twice in one object");
   if (!root.is_object()) return usage_error(where + " is not a JSON object");
   TfConfig config;
   auto cluster = root.find("cluster");

@@ -3,7 +3,6 @@
 
 #include <expected>
 #include <string>
-#include <utility>
 
 namespace tfboot {
 
@@ -25,12 +24,25 @@ struct Error {
 template <typename T>
 using Result = std::expected<T, Error>;
 
-inline std::unexpected<Error> usage_error(std::string message) {
-  return std::unexpected(Error{exit_code::usage, std::move(message)});
+// Messages quote what users gave us, which may hold newlines or other control characters;
+// escaped here so that every error stays one line.
+inline std::string one_line(const std::string& text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string result;
+  result.reserve(text.size());
+  for (unsigned char c : text) {
+    if (c == '\n') result += "\\n";
+    else if (c == '\t') result += "\\t";
+    else if (c < 0x20 || c == 0x7f) result += std::string("\\x") + hex[c >> 4] + hex[c & 15];
+    else result += static_cast<char>(c);
+  }
+  return result;
 }
 
-inline std::unexpected<Error> make_error(int code, std::string message) {
-  return std::unexpected(Error{code, std::move(message)});
+inline std::unexpected<Error> make_error(int code, const std::string& message) {
+  return std::unexpected(Error{code, one_line(message)});
 }
+
+inline std::unexpected<Error> usage_error(const std::string& message) { return make_error(exit_code::usage, message); }
 
 }  // namespace tfboot

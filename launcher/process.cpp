@@ -46,7 +46,7 @@ Error exec_command(const std::vector<std::string>& command) {
   auto argv = make_argv(command);
   ::execvp(argv[0], argv.data());
   int saved = errno;
-  return Error{exec_failure_code(saved), exec_failure_message(command[0], saved)};
+  return Error{exec_failure_code(saved), one_line(exec_failure_message(command[0], saved))};
 }
 
 Result<int> supervise_command(const std::vector<std::string>& command) {

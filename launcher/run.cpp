@@ -113,12 +113,13 @@ bool is_loopback_or_link_local(const std::string& address) {
 // Retried until --wait (at least a few seconds) since the record may lag the container's start.
 Result<Setting> find_own_ptr_name(const Options& options) {
   auto mine = own_interface_addresses();
-  std::vector<std::string> candidates;
-  for (const auto& address : mine) {
-    if (!is_loopback_or_link_local(address)) candidates.push_back(address);
-  }
   // IPv4 first: compose networks are IPv4 unless configured otherwise.
-  std::ranges::stable_partition(candidates, [](const std::string& a) { return a.find(':') == std::string::npos; });
+  std::vector<std::string> candidates, ipv6;
+  for (const auto& address : mine) {
+    if (is_loopback_or_link_local(address)) continue;
+    (address.find(':') == std::string::npos ? candidates : ipv6).push_back(address);
+  }
+  candidates.insert(candidates.end(), ipv6.begin(), ipv6.end());
   if (candidates.empty()) return usage_error("--identity-from ptr: this host has no address besides loopback");
   auto resolver = make_cares_resolver(resolver_settings(options, false));
   if (!resolver) return std::unexpected(resolver.error());

@@ -1,0 +1,35 @@
+// libFuzzer target: hostname, index variables and pod files -> Identity and DNS suffix.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "identity.h"
+#include "kubernetes.h"
+
+// Input: "hostname\0JOB_COMPLETION_INDEX\0/etc/hosts text\0/etc/resolv.conf text" (missing parts empty).
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  std::string text(reinterpret_cast<const char*>(data), size);
+  std::string parts[4];
+  std::size_t start = 0;
+  for (int i = 0; i < 4 && start <= text.size(); ++i) {
+    std::size_t end = i == 3 ? text.size() : text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    parts[i] = text.substr(start, end - start);
+    start = end + 1;
+  }
+  tfboot::Options options;
+  tfboot::Environment env;
+  if (!parts[1].empty()) env["JOB_COMPLETION_INDEX"] = parts[1];
+  tfboot::Hostname hostname{parts[0], "--hostname"};
+  std::optional<tfboot::TfConfig> no_config;
+  std::optional<tfboot::Setting> no_ptr;
+  auto identity = tfboot::resolve_identity({options, env, hostname, no_config, no_ptr});
+  if (identity && identity->index < 0) __builtin_trap();
+  if (auto split = tfboot::split_hostname(parts[0])) {
+    auto peer_template = tfboot::derive_peer_template(*split, parts[0]);
+    if (peer_template.text.empty()) __builtin_trap();
+  }
+  auto resolv = tfboot::parse_resolv_conf(parts[3]);
+  (void)tfboot::choose_dns_suffix(options, env, parts[2], resolv, {parts[0]});
+  return 0;
+}

@@ -12,10 +12,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "cluster.h"
 #include "files.h"
+#include "identity.h"
+#include "startup.h"
 #include "tf_config.h"
 #include "version.h"
 
@@ -140,6 +143,7 @@ Result<int> run_local(const Options& options, const Environment& env) {
   }
 
   // Everything is written before anything starts, so an error leaves no task running.
+  const double now_seconds = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::vector<std::string> tf_configs, log_dirs;
   for (const Task& task : tasks) {
     TfConfig config = build_tf_config(peers, addresses, task.type, task.index, options.evaluator_in_cluster);
@@ -149,6 +153,13 @@ Result<int> run_local(const Options& options, const Environment& env) {
     tf_configs.push_back(to_json(config));
     log_dirs.push_back(log_dir);
     if (auto written = write_file_atomically(log_dir + "/tf_config.json", tf_configs.back() + "\n"); !written) {
+      return std::unexpected(written.error());
+    }
+    StartupReport report{TFBOOT_VERSION_STRING, Identity{task.type, task.index, "tfboot local"}, "127.0.0.1", peers, {}, {},
+                         {}, tf_configs.back(), nlohmann::json(command).dump(), now_seconds, 0, now_seconds};
+    std::string startup_path = log_dir + "/startup.json";
+    if (auto written = write_file_atomically(startup_path, build_startup_json(report, read_text_file(startup_path).value_or("")));
+        !written) {
       return std::unexpected(written.error());
     }
   }

@@ -20,6 +20,8 @@ std::unexpected<Error> file_error(const std::string& what, const std::string& pa
 }  // namespace
 
 std::optional<std::string> read_text_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;  // a directory opens fine but reads nothing
   std::ifstream stream(path, std::ios::binary);
   if (!stream) return std::nullopt;
   std::ostringstream content;

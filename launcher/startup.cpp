@@ -40,6 +40,8 @@ std::string build_startup_json(const StartupReport& report, const std::string& p
   int restarts = 0;
   auto old = ordered_json::parse(previous, nullptr, false);
   if (old.is_object()) {
+    // An earlier start happened: count it even if that file predates the counter.
+    restarts = 1;
     if (auto it = old.find("restarts"); it != old.end() && it->is_number_integer()) restarts = it->get<int>() + 1;
     if (auto it = old.find("history"); it != old.end() && it->is_array()) history = *it;
     history.push_back({{"started_at", old.value("started_at", 0.0)}, {"identity_source", old.value("identity_source", "")}});

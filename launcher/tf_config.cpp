@@ -24,7 +24,7 @@ std::string to_json(const TfConfig& config) {
 std::optional<std::string> address_problem(std::string_view address) {
   if (address.find_first_of(", \t\r\n") != std::string_view::npos) return "contains a comma or whitespace";
   auto colon = address.rfind(':');
-  if (colon == std::string_view::npos) return "has no ':port'";
+  if (colon == std::string_view::npos || address.ends_with(']')) return "has no ':port'";
   auto host = address.substr(0, colon);
   if (host.starts_with('[')) {
     if (!host.ends_with(']') || host.size() < 3) return "has a malformed [IPv6] host";

@@ -81,6 +81,10 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
 
   int in_flight = 0;
   int resolved = 0;
+  // Lookups allowed in flight: halved on every timeout, grown by one per answer. A server that
+  // stalls (restarting, overloaded) keeps its queue; without this every per-try timeout would
+  // add a full window of queries to it and overflow its receive buffer.
+  int window = policy.max_in_flight;
   const int total = static_cast<int>(names.size());
   TimePoint next_progress = start + policy.progress_every;
 
@@ -88,7 +92,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
     TimePoint now = clock();
     if (now >= deadline) break;
 
-    while (in_flight < policy.max_in_flight && !due.empty() && due.top().first <= now) {
+    while (in_flight < window && !due.empty() && due.top().first <= now) {
       std::size_t i = due.top().second;
       if (outcome.names[i].tries > 0 && !budget.try_take(now)) break;
       due.pop();
@@ -99,6 +103,8 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
         NameStatus& status = outcome.names[i];
         TimePoint finished = clock();
         status.last_status = result.status;
+        if (result.status == LookupStatus::dns_trouble && result.error == "timeout") window = std::max(1, window / 2);
+        else window = std::min(policy.max_in_flight, window + 1);
         if (result.status == LookupStatus::resolved) {
           status.resolved = true;
           status.addresses = std::move(result.addresses);
@@ -121,7 +127,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
 
     // Sleep in the resolver until something is due: a retry, the budget, progress or the deadline.
     TimePoint wake = std::min(deadline, next_progress);
-    if (!due.empty() && in_flight < policy.max_in_flight) {
+    if (!due.empty() && in_flight < window) {
       TimePoint retry_at = due.top().first;
       if (outcome.names[due.top().second].tries > 0) retry_at = std::max(retry_at, now + budget.time_until_next(now));
       wake = std::min(wake, retry_at);

@@ -34,6 +34,13 @@ std::string exec_failure_message(const std::string& program, int error_number) {
          (error_number == ENOENT ? std::string("not found") : std::string(std::strerror(error_number)));
 }
 
+sigset_t forwarded_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal_number : forwarded_signals) sigaddset(&set, signal_number);
+  return set;
+}
+
 int status_to_exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return exit_code::signal_base + WTERMSIG(status);
@@ -41,6 +48,16 @@ int status_to_exit_code(int status) {
 }
 
 }  // namespace
+
+void block_forwarded_signals() {
+  sigset_t set = forwarded_set();
+  ::sigprocmask(SIG_BLOCK, &set, nullptr);
+}
+
+void unblock_forwarded_signals() {
+  sigset_t set = forwarded_set();
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+}
 
 Error exec_command(const std::vector<std::string>& command) {
   auto argv = make_argv(command);
@@ -50,16 +67,17 @@ Error exec_command(const std::vector<std::string>& command) {
 }
 
 Result<int> supervise_command(const std::vector<std::string>& command) {
-  sigset_t supervised;
-  sigemptyset(&supervised);
-  for (int signal_number : forwarded_signals) sigaddset(&supervised, signal_number);
+  sigset_t supervised = forwarded_set();
   sigaddset(&supervised, SIGCHLD);
 
-  // Blocked signals wait for sigtimedwait below; the command gets the mask we started with.
+  // Blocked signals wait for sigtimedwait below. The command gets the mask we started with,
+  // without the signals we block for ourselves (they may already be blocked by our caller).
   sigset_t original_mask;
   if (::sigprocmask(SIG_BLOCK, &supervised, &original_mask) != 0) {
     return make_error(1, std::string("sigprocmask failed: ") + std::strerror(errno));
   }
+  for (int signal_number : forwarded_signals) sigdelset(&original_mask, signal_number);
+  sigdelset(&original_mask, SIGCHLD);
   // Handing the terminal to the command's process group would stop us with SIGTTOU otherwise.
   struct sigaction ignore {}, old_ttin {}, old_ttou {};
   ignore.sa_handler = SIG_IGN;

@@ -12,6 +12,10 @@ namespace tfboot {
 // The signals an init passes on to the command.
 inline constexpr int forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
+// Holds the forwarded signals pending (for example while files are written); unblock delivers them.
+void block_forwarded_signals();
+void unblock_forwarded_signals();
+
 // Replaces this process with the command (PATH search, environment as it is now). Returns only
 // on failure: 127 when the command is not found, 126 when it cannot be executed.
 Error exec_command(const std::vector<std::string>& command);

@@ -49,11 +49,24 @@ class CaresResolver final : public Resolver {
   CaresResolver(const CaresResolver&) = delete;
   CaresResolver& operator=(const CaresResolver&) = delete;
 
+  // A first, and AAAA only when the name exists without an A record: one query per peer in
+  // the usual IPv4 cluster (half the load on the cluster DNS of an A+AAAA pair), and IPv6-only
+  // peers still resolve. A dual-stack peer is reported with its IPv4 addresses.
   void start_lookup(const std::string& name, std::function<void(LookupResult)> done) override {
+    lookup_family(name, AF_INET, [this, name, done = std::move(done)](LookupResult result) mutable {
+      if (result.status == LookupStatus::not_published && result.error == "no address records") {
+        lookup_family(name, AF_INET6, std::move(done));
+        return;
+      }
+      done(std::move(result));
+    });
+  }
+
+  void lookup_family(const std::string& name, int family, std::function<void(LookupResult)> done) {
     ares_addrinfo_hints hints{};
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = family;
     // NOSORT: RFC 6724 sorting would connect() a UDP socket per address; we only need to know
-    // that the name exists. NUMERICSERV with no service keeps it a pure name lookup.
+    // that the name exists.
     hints.ai_flags = ARES_AI_NOSORT;
     auto* callback = new std::function<void(LookupResult)>(std::move(done));
     ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &CaresResolver::on_done, callback);

@@ -32,6 +32,8 @@
 namespace tfboot {
 namespace {
 
+constexpr std::size_t max_environment_string = 32 * 4096;
+
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -62,10 +64,10 @@ std::set<std::string> own_interface_addresses() {
   return addresses;
 }
 
-// During the DNS wait nothing has been written or started, so a stop request can end us at
-// once. As PID 1 the kernel ignores signals without a handler, hence the explicit handler.
+// Before the files are written nothing has been written or started, so a stop request can end
+// us at once. As PID 1 the kernel ignores signals without a handler, hence the explicit handler.
 void exit_on_stop_signal(int signal_number) {
-  static const char message[] = "tfboot: stopped by a signal during the DNS wait; nothing was run\n";
+  static const char message[] = "tfboot: stopped by a signal before the command started; nothing was run\n";
   [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
   ::_exit(exit_code::signal_base + signal_number);
 }
@@ -297,12 +299,23 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   set_log_task(plan->identity.task());
   spdlog::info("identity {} from {}", plan->identity.task(), plan->identity.source);
 
+  install_stop_handlers();
   if (options.address == AddressMode::ip && options.wait.count() == 0) {
     return usage_error("--address ip needs the DNS wait; it cannot be combined with --wait 0");
   }
+  // Linux refuses an environment string over 32 pages (MAX_ARG_STRLEN); better to say so now
+  // than after a long DNS wait, when exec would fail with "Argument list too long".
+  if (!options.print && options.address == AddressMode::name) {
+    std::size_t estimate = std::string_view("TF_CONFIG=").size() + 64;
+    for (const auto& peer : plan->peers) estimate += peer.name.size() + 10;
+    if (estimate > max_environment_string) {
+      return usage_error("TF_CONFIG for " + std::to_string(plan->peers.size()) + " tasks would be about " +
+                         std::to_string(estimate) + " bytes, over Linux's limit of " + std::to_string(max_environment_string) +
+                         " for one environment variable; use --address ip or shorter names");
+    }
+  }
   DnsResult dns;
   if (options.wait.count() > 0) {
-    install_stop_handlers();
     auto waited = wait_for_peers(options, *plan);
     if (!waited) return std::unexpected(waited.error());
     dns = std::move(*waited);
@@ -329,6 +342,10 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   }
   if (auto valid = validate_tf_config(config, "generated TF_CONFIG"); !valid) return std::unexpected(valid.error());
   const std::string tf_config = to_json(config);
+  if (!options.print && tf_config.size() + 10 > max_environment_string) {
+    return usage_error("TF_CONFIG is " + std::to_string(tf_config.size()) + " bytes, over Linux's limit of " +
+                       std::to_string(max_environment_string) + " for one environment variable; use --address ip or shorter names");
+  }
 
   if (options.print) {
     std::printf("%s\n", tf_config.c_str());
@@ -337,6 +354,9 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   }
 
   const std::vector<std::string>& command = options.command.empty() ? default_command : options.command;
+  // From here a stop signal waits until the files are whole: the supervisor passes it on to
+  // the command, or, for exec, the handler ends us just before the command would start.
+  block_forwarded_signals();
   std::string log_root = options.log_root ? options.log_root->value : "/logs";
   std::string log_dir = log_root + "/" + std::string(to_string(plan->identity.type)) + "_" + std::to_string(plan->identity.index);
   if (auto made = make_directories(log_dir); !made) return std::unexpected(made.error());
@@ -359,6 +379,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   bool as_init = options.init.value_or(::getpid() == 1);
   spdlog::info("running {} ({})", json_list(command), as_init ? "supervised as init" : "exec");
   if (as_init) return supervise_command(command);
+  unblock_forwarded_signals();
   return std::unexpected(exec_command(command));
 }
 

@@ -164,6 +164,24 @@ TEST_CASE("dns_wait::wait_for_names") {
     CHECK(outcome.names[0].tries == static_cast<int>(times.size()));
   }
 
+  SUBCASE("timeouts shrink the lookups in flight so a stalled server is not flooded") {
+    policy.deadline = 3s;
+    policy.retries_per_second = 10000;  // only the window limits here
+    resolver.latency = 500ms;
+    std::vector<std::string> names;
+    for (int i = 0; i < 200; ++i) {
+      names.push_back("stalled-" + std::to_string(i) + ".");
+      resolver.answers[names.back()] = failing(LookupStatus::dns_trouble, "timeout");
+    }
+    auto outcome = wait_for_names(resolver, names, policy, resolver.clock(), 11);
+    CHECK_FALSE(outcome.all_resolved);
+    int total = 0;
+    for (const auto& [name, count] : resolver.lookups) total += count;
+    // The first window of 64, then the window has halved down to one lookup at a time.
+    CHECK(total >= 64);
+    CHECK(total <= 64 + 8);
+  }
+
   SUBCASE("no names: done at once") {
     auto outcome = wait_for_names(resolver, {}, policy, resolver.clock(), 1);
     CHECK(outcome.all_resolved);

@@ -1,0 +1,210 @@
+"""docker/Dockerfile, built for real with buildah and run as the container of two pods.
+
+The build uses no registry: `FROM debian:bookworm` resolves to a debootstrapped local image, and
+BASE_IMAGE (tensorflow/tensorflow in production) is that image plus python3 (see images.py). The
+built image's root filesystem then runs in pods of the namespace network (tests/harness/netns.py)
+the way a container runtime would run it: chrooted into the rootfs, in the image's WORKDIR, with
+its ENTRYPOINT + CMD and Env, the pod's /etc/hosts and resolv.conf bind-mounted over the image's,
+and PID 1 of a new PID namespace. The image's train.py is swapped for a probe that prints what
+tfboot handed it (TensorFlow is not in the stand-in base image).
+
+Run as root; the first run debootstraps Debian and downloads the build packages (several
+minutes), later runs reuse the cache in /var/cache/tfboot-test (images.py).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import images
+from images import REPO_DIR
+from harness.netns import ClusterNetwork
+
+ENTRYPOINT = ["/usr/local/bin/tfboot"]
+CMD = ["python", "train.py"]
+WORKDIR = "/app"
+
+PROBE = """\
+import os
+print("TF_CONFIG=" + os.environ["TF_CONFIG"])
+print("TFBOOT_LOG_DIR=" + os.environ["TFBOOT_LOG_DIR"])
+print("pid=%d ppid=%d cwd=%s" % (os.getpid(), os.getppid(), os.getcwd()))
+"""
+
+
+class Built:
+    def __init__(self, buildah, trainer, tfboot_stage, context):
+        self.buildah, self.trainer, self.tfboot_stage, self.context = buildah, trainer, tfboot_stage, context
+
+
+def _not_context(directory, names):
+    """What the snapshot of the checkout leaves out: VCS data, virtualenvs, build trees, caches."""
+    top = os.path.samefile(directory, REPO_DIR)
+    return [n for n in names if n in ("__pycache__", ".pytest_cache")
+            or (top and (n in (".git", ".venv", "logs") or n.startswith("build")))]
+
+
+def _say(message):
+    print(f"[test_dockerfile] {message}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="module")
+def built(root, tmp_path_factory):
+    """docker/Dockerfile built twice: the whole file (trainer) and --target tfboot."""
+    missing = [tool for tool in ("buildah", "debootstrap") if not shutil.which(tool)]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not installed: run scripts/setup-containers")
+    log = str(tmp_path_factory.mktemp("build") / "build.log")
+    buildah = images.Buildah()
+    buildah.remove_stale()
+    buildah.limit_cache()
+    pid = os.getpid()
+    trainer = f"localhost/{images.NAME_PREFIX}trainer-{pid}:latest"
+    tfboot_stage = f"localhost/{images.NAME_PREFIX}tfboot-{pid}:latest"
+    started = time.monotonic()
+    steps = []
+
+    def step(name, fn, *args, **kwargs):
+        t = time.monotonic()
+        result = fn(*args, **kwargs)
+        steps.append(f"{name} {time.monotonic() - t:.0f}s")
+        return result
+
+    # Both builds read one snapshot of the checkout: sources edited meanwhile cannot make the two
+    # images differ (and an unchanged snapshot hits buildah's layer cache, whatever its path).
+    context = str(tmp_path_factory.mktemp("context") / "repo")
+    shutil.copytree(REPO_DIR, context, symlinks=True, ignore=_not_context)
+    try:
+        rootfs = step("debootstrap", images.debootstrap_rootfs, log=log)
+        step("debian image", images.ensure_debian_image, buildah, rootfs)
+        python_image = step("python image", images.ensure_python_image, buildah, log=log)
+        dockerfile = os.path.join(context, "docker", "Dockerfile")
+        step("bud", buildah.bud, containerfile=dockerfile, context=context, tag=trainer, log=log,
+             build_args={"BASE_IMAGE": python_image})
+        step("bud --target tfboot", buildah.bud, containerfile=dockerfile, context=context, tag=tfboot_stage,
+             log=log, target="tfboot", build_args={"BASE_IMAGE": python_image})
+        _say(f"images ready in {time.monotonic() - started:.0f}s ({', '.join(steps)}); log {log}")
+        yield Built(buildah, trainer, tfboot_stage, context)
+    finally:
+        buildah.remove_images(trainer, tfboot_stage)
+
+
+def image_config(built, image):
+    return built.buildah.inspect_image(image)["OCIv1"]["config"]
+
+
+def file_description(path):
+    return subprocess.run(["file", "-b", path], capture_output=True, text=True, check=True).stdout
+
+
+def test_trainer_image_has_tfboot_as_entrypoint(built):
+    config = image_config(built, built.trainer)
+    assert config["Entrypoint"] == ENTRYPOINT
+    assert config["Cmd"] == CMD
+    assert config["WorkingDir"] == WORKDIR
+
+
+def test_trainer_image_holds_the_static_binary_and_the_examples(built):
+    with built.buildah.container(built.trainer, f"{images.NAME_PREFIX}files-{os.getpid()}") as (_, rootfs):
+        binary = os.path.join(rootfs, "usr/local/bin/tfboot")
+        assert os.access(binary, os.X_OK)
+        description = file_description(binary)
+        assert "statically linked" in description and "not stripped" not in description, description
+        for name in ("train.py", "train_ps.py"):
+            with open(os.path.join(rootfs, WORKDIR.lstrip("/"), name), "rb") as inside, \
+                    open(os.path.join(built.context, "examples", name), "rb") as source:
+                assert inside.read() == source.read(), f"{WORKDIR}/{name} differs from examples/{name}"
+        version = subprocess.run(["/usr/sbin/chroot", rootfs, ENTRYPOINT[0], "--version"], capture_output=True,
+                                 text=True, env={}, timeout=30)
+        assert version.returncode == 0 and version.stdout.startswith("tfboot "), version.stderr
+
+
+def test_tfboot_stage_holds_only_the_binary(built):
+    with built.buildah.container(built.tfboot_stage, f"{images.NAME_PREFIX}stage-{os.getpid()}") as (_, rootfs):
+        assert images.image_files(rootfs) == ["tfboot"]
+        description = file_description(os.path.join(rootfs, "tfboot"))
+        assert "statically linked" in description and "not stripped" not in description, description
+    assert image_config(built, built.tfboot_stage)["Entrypoint"] == ["/tfboot"]
+
+
+def _prepare_rootfs(rootfs):
+    """What a runtime does before starting the container, plus the probe in place of train.py."""
+    with open(os.path.join(rootfs, WORKDIR.lstrip("/"), "train.py"), "w") as f:
+        f.write(PROBE)
+    for name in ("hosts", "resolv.conf"):   # bind-mount targets for the pod's files
+        path = os.path.join(rootfs, "etc", name)
+        if not os.path.exists(path):
+            open(path, "w").close()
+
+
+def _wait_for_query(net, name, client, proc, timeout=20.0):
+    """Until the DNS server has been asked for name by client (and answered NXDOMAIN: no record yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(q[1] == name and q[2] == client for q in net.dns_queries()):
+            return
+        assert proc.poll() is None, f"pod ended (exit {proc.returncode}) before it asked for {name}"
+        time.sleep(0.05)
+    pytest.fail(f"{client} did not ask for {name} within {timeout}s")
+
+
+def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
+    config = image_config(built, built.trainer)
+    image_env = dict(item.split("=", 1) for item in config.get("Env") or [])
+    names = ["mnist-worker-0", "mnist-worker-1"]
+    expected = ('{"cluster":{"worker":["mnist-worker-0.mnist.default.svc.cluster.local:2222",'
+                '"mnist-worker-1.mnist.default.svc.cluster.local:2222"]},"task":{"type":"worker","index":%d}}')
+    # The network is the innermost context: closing it kills whatever still runs in the rootfs
+    # before the containers are unmounted and removed.
+    with built.buildah.container(built.trainer, f"{images.NAME_PREFIX}w0-{os.getpid()}") as (_, rootfs0), \
+            built.buildah.container(built.trainer, f"{images.NAME_PREFIX}w1-{os.getpid()}") as (_, rootfs1), \
+            ClusterNetwork(service="mnist") as net:
+        rootfs = [rootfs0, rootfs1]
+        pods = [net.add_pod(name) for name in names]
+        procs, logs = [], []
+        for index, pod in enumerate(pods):
+            _prepare_rootfs(rootfs[index])
+            net.publish(pod)
+            env = {**image_env, "TFBOOT_CLUSTER": "worker=2", "POD_NAME": pod.name, "POD_NAMESPACE": "default",
+                   "TFBOOT_WAIT": "60s"}
+            # unshare --root/--wd: chroot + chdir + exec, so the program is still PID 1
+            argv = ["/usr/bin/unshare", f"--root={rootfs[index]}", f"--wd={config['WorkingDir']}", "--",
+                    *config["Entrypoint"], *config["Cmd"]]
+            logs.append(tmp_path / f"{pod.name}.stderr")
+            with open(logs[-1], "w") as stderr:
+                procs.append(net.run(pod, argv, env=env, pid1=True, stderr=stderr,
+                                     extra_mounts=[(pod.hosts_path, f"{rootfs[index]}/etc/hosts"),
+                                                   (pod.resolv_path, f"{rootfs[index]}/etc/resolv.conf")]))
+            if index == 0:   # pod 0 looks for pod 1 before pod 1's record exists
+                _wait_for_query(net, pods[1].fqdn, pods[0].ip, procs[0])
+
+        for index, (proc, log) in enumerate(zip(procs, logs)):
+            out, _ = proc.communicate(timeout=90)
+            err = log.read_text()
+            assert proc.returncode == 0, err
+            lines = out.splitlines()
+            assert lines[:2] == ["TF_CONFIG=" + expected % index, f"TFBOOT_LOG_DIR=/logs/worker_{index}"], out
+            pid, ppid, cwd = (field.split("=", 1)[1] for field in lines[2].split())
+            assert ppid == "1" and pid != "1", f"the command's parent must be tfboot as PID 1: {lines[2]}"
+            assert cwd == WORKDIR
+            assert "(supervised as init)" in err, err
+            assert "all 2 names resolve" in err, err
+            # tfboot wrote its files into the container's root filesystem
+            with open(os.path.join(rootfs[index], f"logs/worker_{index}/tf_config.json")) as f:
+                assert json.load(f) == json.loads(expected % index)
+
+
+def test_dockerfile_stages_and_default_base_image():
+    # The build above overrides BASE_IMAGE (no registry here); the default is checked as written.
+    with open(os.path.join(REPO_DIR, "docker", "Dockerfile")) as f:
+        lines = [line.strip() for line in f if line.strip() and not line.lstrip().startswith("#")]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert froms == ["FROM debian:bookworm AS build", "FROM scratch AS tfboot", "FROM ${BASE_IMAGE} AS trainer"]
+    assert lines.index("ARG BASE_IMAGE=tensorflow/tensorflow:2.16.1-gpu") < lines.index(froms[0])
+    build_stage = lines[lines.index(froms[0]):lines.index(froms[1])]
+    assert any("-DTFBOOT_TESTS=OFF" in line and "-DCMAKE_BUILD_TYPE=Release" in line for line in build_stage)

@@ -98,8 +98,10 @@ class Bench:
             env = {"TFBOOT_CLUSTER": f"worker={n}"}
             argv = [self.tfboot, "--print", *tfboot_args]
             if log_root:   # counted run: write startup.json (tries per peer), run `true`
+                # --address ip: with names, TF_CONFIG for 4096 tasks is over Linux's 128 KiB limit
+                # for one environment string, which tfboot refuses before it sends any query.
                 env["TFBOOT_LOG_ROOT"] = log_root
-                argv = [self.tfboot, "--", "/bin/true"]
+                argv = [self.tfboot, "--address", "ip", "--", "/bin/true"]
         elif name == "python":
             env = {"NUM_WORKERS": str(n)}
             argv = [PYTHON, os.path.join(HERE, "baseline_entrypoint.py")]

@@ -431,7 +431,7 @@ def plot(report: dict, path: str) -> None:
     ax.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)
     ax.set_xticks(sizes)
     ax.set_xticklabels([str(n) for n in sizes])
-    ax.set_xlabel("peers N (all records published; 2N queries: A + AAAA each)")
+    ax.set_xlabel("peers N (all records published; dnsperf sends A + AAAA per peer, tfboot A first)")
     ax.set_ylabel("wall time, ms (median; bars: min–max)")
     load = max(report["load_start"], report["load_end"])
     busy = f"\nmachine busy with other work (load average {load:.1f} on {os.cpu_count()} cores): absolute times inflated" \

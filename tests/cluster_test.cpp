@@ -5,18 +5,10 @@
 #include <vector>
 
 #include "cluster.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 std::string counts(const ClusterSpec& spec) {
   return "chief=" + std::to_string(spec.count(TaskType::chief)) + ",worker=" + std::to_string(spec.count(TaskType::worker)) +

@@ -12,20 +12,12 @@
 #include <string>
 
 #include "files.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
 
 namespace fs = std::filesystem;
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 // A fresh directory under /tmp, removed with everything in it at the end of the test.
 struct TempDir {

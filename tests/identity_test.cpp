@@ -5,18 +5,10 @@
 #include <vector>
 
 #include "identity.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 // What resolve_identity says, as one comparable line: "worker:3 from <source>" or "error 2: <message>".
 std::string describe(const Result<Identity>& identity) {

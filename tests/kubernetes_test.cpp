@@ -5,20 +5,12 @@
 #include <vector>
 
 #include "kubernetes.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
 
 using Strings = std::vector<std::string>;
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 std::string suffix_text(const std::optional<DnsSuffix>& suffix) {
   return suffix ? suffix->service + " | " + suffix->kube_namespace + " | " + suffix->domain : std::string("<none>");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "options.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
@@ -13,15 +14,6 @@ namespace {
 using namespace std::chrono_literals;
 
 Result<Options> parse(std::vector<std::string> args, const Environment& env = {}) { return parse_options(args, env); }
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 std::string shown(const std::optional<Setting>& setting) {
   return setting ? setting->value + " from " + setting->source : std::string("<unset>");

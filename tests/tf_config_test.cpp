@@ -5,20 +5,12 @@
 #include <vector>
 
 #include "tf_config.h"
+#include "test_support.h"
 
 namespace tfboot {
 namespace {
 
 using Strings = std::vector<std::string>;
-
-template <typename T>
-std::string error_of(const Result<T>& result) {
-  return result ? std::string("<no error>") : result.error().message;
-}
-template <typename T>
-int code_of(const Result<T>& result) {
-  return result ? 0 : result.error().code;
-}
 
 TfConfig config_of(Strings chief, Strings worker, Strings ps, Strings evaluator, TaskType type, int index) {
   TfConfig config;

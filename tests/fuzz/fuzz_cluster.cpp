@@ -4,19 +4,13 @@
 #include <set>
 #include <string>
 
+#include "fields.h"
+
 #include "cluster.h"
 
 // Input: "cluster spec\0port spec\0peer template\0hostname".
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::string text(reinterpret_cast<const char*>(data), size);
-  std::string parts[4];
-  std::size_t start = 0;
-  for (int i = 0; i < 4 && start <= text.size(); ++i) {
-    std::size_t end = i == 3 ? text.size() : text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    parts[i] = text.substr(start, end - start);
-    start = end + 1;
-  }
+  auto parts = split_fields<4>(data, size);
   auto spec = tfboot::parse_cluster_spec({parts[0], "--cluster"});
   auto ports = tfboot::parse_port_spec({parts[1], "--port"});
   auto peer_template = tfboot::make_peer_template({parts[2], "--peer-template"}, tfboot::split_hostname(parts[3]));

@@ -3,20 +3,14 @@
 #include <cstdint>
 #include <string>
 
+#include "fields.h"
+
 #include "identity.h"
 #include "kubernetes.h"
 
 // Input: "hostname\0JOB_COMPLETION_INDEX\0/etc/hosts text\0/etc/resolv.conf text" (missing parts empty).
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::string text(reinterpret_cast<const char*>(data), size);
-  std::string parts[4];
-  std::size_t start = 0;
-  for (int i = 0; i < 4 && start <= text.size(); ++i) {
-    std::size_t end = i == 3 ? text.size() : text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    parts[i] = text.substr(start, end - start);
-    start = end + 1;
-  }
+  auto parts = split_fields<4>(data, size);
   tfboot::Options options;
   tfboot::Environment env;
   if (!parts[1].empty()) env["JOB_COMPLETION_INDEX"] = parts[1];

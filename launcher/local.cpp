@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "files.h"
 #include "identity.h"
+#include "process.h"
 #include "startup.h"
 #include "tf_config.h"
 #include "version.h"
@@ -100,12 +101,6 @@ bool pump(int& fd, std::string& partial, const std::string& label, int target) {
   return true;
 }
 
-int status_to_exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return exit_code::signal_base + WTERMSIG(status);
-  return 1;
-}
-
 std::vector<std::string> task_environment(const Environment& env, const std::string& tf_config, const std::string& log_dir,
                                           const Task& task) {
   Environment copy = env;
@@ -172,9 +167,7 @@ Result<int> run_local(const Options& options, const Environment& env) {
   int signals = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
 
   spdlog::info("starting {} tasks of {} on 127.0.0.1; logs under {}", tasks.size(), cluster_setting.value, log_root);
-  std::vector<char*> argv;
-  for (const auto& arg : command) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
+  auto argv = make_argv(command);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     Task& task = tasks[i];
     int out[2], err[2];
@@ -193,9 +186,8 @@ Result<int> run_local(const Options& options, const Environment& env) {
       ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
       ::execvpe(argv[0], argv.data(), envp.data());
       int saved = errno;
-      std::string message = "tfboot: cannot run command '" + command[0] + "': " + std::strerror(saved) + "\n";
-      write_all(STDERR_FILENO, message);
-      ::_exit(saved == ENOENT ? exit_code::not_found : exit_code::not_executable);
+      write_all(STDERR_FILENO, "tfboot: " + exec_failure_message(command[0], saved) + "\n");
+      ::_exit(exec_failure_code(saved));
     }
     ::close(out[1]);
     ::close(err[1]);

@@ -16,6 +16,15 @@
 namespace tfboot {
 namespace {
 
+sigset_t forwarded_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int signal_number : forwarded_signals) sigaddset(&set, signal_number);
+  return set;
+}
+
+}  // namespace
+
 // execvp wants char* const[]; the strings outlive the call.
 std::vector<char*> make_argv(const std::vector<std::string>& command) {
   std::vector<char*> argv;
@@ -34,20 +43,11 @@ std::string exec_failure_message(const std::string& program, int error_number) {
          (error_number == ENOENT ? std::string("not found") : std::string(std::strerror(error_number)));
 }
 
-sigset_t forwarded_set() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int signal_number : forwarded_signals) sigaddset(&set, signal_number);
-  return set;
-}
-
 int status_to_exit_code(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return exit_code::signal_base + WTERMSIG(status);
   return 1;
 }
-
-}  // namespace
 
 void block_forwarded_signals() {
   sigset_t set = forwarded_set();

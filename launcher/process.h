@@ -12,6 +12,14 @@ namespace tfboot {
 // The signals an init passes on to the command.
 inline constexpr int forwarded_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
+// execvp's argument vector over `command`'s strings, which must outlive it.
+std::vector<char*> make_argv(const std::vector<std::string>& command);
+// As a shell does: 127 when the program is missing, 126 for anything else that stops exec.
+int exec_failure_code(int error_number);
+std::string exec_failure_message(const std::string& program, int error_number);
+// A waitpid status as an exit code: the status, or 128+N when signal N ended the process.
+int status_to_exit_code(int status);
+
 // Holds the forwarded signals pending (for example while files are written); unblock delivers them.
 void block_forwarded_signals();
 void unblock_forwarded_signals();

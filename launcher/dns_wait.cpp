@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <queue>
 
-#include <spdlog/spdlog.h>
+#include "log.h"
 
 namespace tfboot {
 
@@ -56,7 +56,7 @@ void log_progress(const std::vector<NameStatus>& names, int resolved, std::chron
     }
     missing += (shown++ ? ", " : "") + status.name + " (" + describe(status) + ")";
   }
-  spdlog::info("waiting for DNS: {}/{} names resolve after {:.1f}s; missing: {}", resolved, names.size(),
+  log::info("waiting for DNS: {}/{} names resolve after {:.1f}s; missing: {}", resolved, names.size(),
                static_cast<double>(elapsed.count()) / 1000.0, missing);
 }
 
@@ -111,11 +111,11 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
           status.last_error.clear();
           status.time_to_resolve = std::chrono::duration_cast<std::chrono::milliseconds>(finished - start);
           ++resolved;
-          spdlog::debug("{} resolves to {} after {} tries", status.name, status.addresses.front(), status.tries);
+          log::debug("{} resolves to {} after {} tries", status.name, status.addresses.front(), status.tries);
           return;
         }
         status.last_error = std::move(result.error);
-        spdlog::trace("{}: {}", status.name, describe(status));
+        log::trace("{}: {}", status.name, describe(status));
         due.emplace(finished + schedule.delay_after(status.tries), i);
       });
     }

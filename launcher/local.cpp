@@ -1,6 +1,7 @@
 // `tfboot local`: every task of --cluster as a process on this machine (SPEC §8).
 #include "local.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -13,7 +14,7 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include "log.h"
 
 #include "cluster.h"
 #include "files.h"
@@ -166,7 +167,7 @@ Result<int> run_local(const Options& options, const Environment& env) {
   ::sigprocmask(SIG_BLOCK, &handled, &original_mask);
   int signals = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
 
-  spdlog::info("starting {} tasks of {} on 127.0.0.1; logs under {}", tasks.size(), cluster_setting.value, log_root);
+  log::info("starting {} tasks of {} on 127.0.0.1; logs under {}", tasks.size(), cluster_setting.value, log_root);
   auto argv = make_argv(command);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     Task& task = tasks[i];
@@ -238,7 +239,7 @@ Result<int> run_local(const Options& options, const Environment& env) {
     signalfd_siginfo info{};
     while (::read(signals, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGCHLD) continue;
-      spdlog::info("signal {}: stopping all tasks", info.ssi_signo);
+      log::info("signal {}: stopping all tasks", info.ssi_signo);
       if (!stop_signal) stop_signal = static_cast<int>(info.ssi_signo);
       stop_all(static_cast<int>(info.ssi_signo));
     }
@@ -246,10 +247,10 @@ Result<int> run_local(const Options& options, const Environment& env) {
       int status = 0;
       if (task.status || ::waitpid(task.pid, &status, WNOHANG) != task.pid) continue;
       task.status = status_to_exit_code(status);
-      spdlog::info("{}exited with status {}", task.label, *task.status);
+      log::info("{}exited with status {}", task.label, *task.status);
       if (*task.status != 0 && !first_failure && !stop_signal) {
         first_failure = *task.status;
-        spdlog::error("{}failed; stopping the other tasks", task.label);
+        log::error("{}failed; stopping the other tasks", task.label);
         stop_all(SIGTERM);
       }
     }
@@ -269,7 +270,7 @@ Result<int> run_local(const Options& options, const Environment& env) {
   ::sigprocmask(SIG_SETMASK, &original_mask, nullptr);
   if (first_failure) return *first_failure;
   if (stop_signal) return exit_code::signal_base + *stop_signal;
-  spdlog::info("all {} tasks succeeded; logs under {}", tasks.size(), log_root);
+  log::info("all {} tasks succeeded; logs under {}", tasks.size(), log_root);
   return exit_code::ok;
 }
 

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <set>
 
-#include <spdlog/spdlog.h>
+#include "log.h"
 
 #include "resolver.h"
 
@@ -79,10 +79,10 @@ Result<Setting> find_own_ptr_name(const Options& options) {
     if (!answer) break;
     last = std::move(*answer);
     if (last.status == LookupStatus::resolved) {
-      spdlog::info("PTR of own address {} is {} (after {} tries)", candidates.front(), last.addresses.front(), tries);
+      log::info("PTR of own address {} is {} (after {} tries)", candidates.front(), last.addresses.front(), tries);
       return Setting{last.addresses.front(), "PTR of " + candidates.front()};
     }
-    spdlog::debug("PTR of {}: {}", candidates.front(), last.error);
+    log::debug("PTR of {}: {}", candidates.front(), last.error);
     (*resolver)->process(std::chrono::milliseconds(500));
   }
   return make_error(exit_code::peers_unresolved, "--identity-from ptr: the PTR record of own address " +
@@ -111,7 +111,7 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
   for (const auto& peer : peers) names.push_back(peer.lookup_name());
   WaitPolicy policy;
   policy.deadline = options.wait;
-  spdlog::info("waiting up to {} for {} names to resolve through {}", wait_text(options.wait), names.size(),
+  log::info("waiting up to {} for {} names to resolve through {}", wait_text(options.wait), names.size(),
                result.servers.empty() ? std::string("no servers") : result.servers.front());
   auto outcome = wait_for_names(**resolver, names, policy, [] { return std::chrono::steady_clock::now(); },
                                 static_cast<std::uint64_t>(::getpid()) ^
@@ -129,7 +129,7 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
                                                        " names did not resolve within --wait " + wait_text(options.wait) +
                                                        ": " + missing);
   }
-  spdlog::info("all {} names resolve after {:.3f}s", names.size(), result.seconds);
+  log::info("all {} names resolve after {:.3f}s", names.size(), result.seconds);
 
   // A stale record or a wrong Service shows up as our own name pointing somewhere else.
   for (std::size_t i = 0; i < peers.size(); ++i) {
@@ -142,7 +142,7 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
       for (const auto& a : result.names[i].addresses) addresses += (addresses.empty() ? "" : ",") + a;
       result.warnings.push_back("own name " + peer.name + " resolves to " + addresses +
                                 ", which is not an address of this host (stale DNS record or wrong Service?)");
-      spdlog::warn("{}", result.warnings.back());
+      log::warn("{}", result.warnings.back());
     }
   }
   return result;

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <optional>
 
-#include <spdlog/spdlog.h>
+#include "log.h"
 
 namespace tfboot {
 namespace {
@@ -110,7 +110,7 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
   }
   // Also set here: whichever of parent and child runs first, the group exists before we signal it.
   ::setpgid(child, child);
-  spdlog::debug("supervising command as pid {}", child);
+  log::debug("supervising command as pid {}", child);
 
   std::optional<int> command_status;
   int stop_requests = 0;
@@ -125,10 +125,10 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
       // the user's choice of how long a checkpoint may take.
       bool stop = signal_number == SIGTERM || signal_number == SIGINT;
       if (stop && ++stop_requests >= 2) {
-        spdlog::warn("second stop signal: killing the command's process group");
+        log::warn("second stop signal: killing the command's process group");
         signal_number = SIGKILL;
       } else {
-        spdlog::info("passing signal {} to the command", signal_number);
+        log::info("passing signal {} to the command", signal_number);
       }
       if (::kill(-child, signal_number) != 0) ::kill(child, signal_number);
     }
@@ -140,7 +140,7 @@ Result<int> supervise_command(const std::vector<std::string>& command) {
       if (ended == child) command_status = status_to_exit_code(status);
     }
   }
-  spdlog::info("command exited with status {}", *command_status);
+  log::info("command exited with status {}", *command_status);
   return *command_status;
 }
 

@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "cluster.h"
 #include "dns_wait.h"
@@ -83,7 +82,7 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
   Plan plan;
   if (auto it = env.find("TF_CONFIG"); it != env.end() && !it->second.empty()) {
     if (options.cluster) {
-      spdlog::warn("TF_CONFIG from the environment is replaced, since {} is given", options.cluster->source);
+      log::warn("TF_CONFIG from the environment is replaced, since {} is given", options.cluster->source);
     } else {
       auto config = parse_tf_config(it->second, "TF_CONFIG from the environment");
       if (!config) return std::unexpected(config.error());
@@ -144,7 +143,7 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
   auto peers = plan_peers(*spec, *ports, peer_template, *suffix, options.chief_at_ordinal_0);
   if (!peers) return std::unexpected(peers.error());
   plan.peers = std::move(*peers);
-  if (*suffix) spdlog::info("peers are in Service {}", (*suffix)->text());
+  if (*suffix) log::info("peers are in Service {}", (*suffix)->text());
   return plan;
 }
 
@@ -161,8 +160,8 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   Hostname hostname = choose_hostname(options, env, system_hostname());
   auto plan = make_plan(options, env, hostname);
   if (!plan) return std::unexpected(plan.error());
-  set_log_task(plan->identity.task());
-  spdlog::info("identity {} from {}", plan->identity.task(), plan->identity.source);
+  log::set_task(plan->identity.task());
+  log::info("identity {} from {}", plan->identity.task(), plan->identity.source);
 
   install_stop_handlers();
   if (options.address == AddressMode::ip && options.wait.count() == 0) {
@@ -185,7 +184,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
     if (!waited) return std::unexpected(waited.error());
     dns = std::move(*waited);
   } else {
-    spdlog::info("DNS wait is off (--wait 0)");
+    log::info("DNS wait is off (--wait 0)");
   }
 
   TfConfig config;
@@ -234,7 +233,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
     return std::unexpected(written.error());
   }
   if (auto written = write_file_atomically(startup_path, startup); !written) return std::unexpected(written.error());
-  spdlog::info("log dir {}", log_dir);
+  log::info("log dir {}", log_dir);
 
   ::setenv("TF_CONFIG", tf_config.c_str(), 1);
   ::setenv("TFBOOT_LOG_DIR", log_dir.c_str(), 1);
@@ -242,7 +241,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env) {
   ::setenv("TFBOOT_TASK_INDEX", std::to_string(plan->identity.index).c_str(), 1);
 
   bool as_init = options.init.value_or(::getpid() == 1);
-  spdlog::info("running {} ({})", json_list(command), as_init ? "supervised as init" : "exec");
+  log::info("running {} ({})", json_list(command), as_init ? "supervised as init" : "exec");
   if (as_init) return supervise_command(command);
   unblock_forwarded_signals();
   return std::unexpected(exec_command(command));
@@ -262,15 +261,15 @@ Environment environment_from(char** envp) {
 }  // namespace
 
 int run(int argc, char** argv, char** envp) {
-  start_logging();
+  log::start();
   std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
   const Environment env = environment_from(envp);
   auto options = parse_options(args, env);
   if (!options) {
-    spdlog::error("{}", options.error().message);
+    log::error("{}", options.error().message);
     return options.error().code;
   }
-  configure_logging(options->log_level, options->log_format);
+  log::configure(options->log_level, options->log_format);
   Result<int> outcome;
   try {
     switch (options->mode) {
@@ -288,11 +287,11 @@ int run(int argc, char** argv, char** envp) {
         break;
     }
   } catch (const std::exception& error) {
-    spdlog::error("internal error: {}", error.what());
+    log::error("internal error: {}", error.what());
     return 1;
   }
   if (!outcome) {
-    spdlog::error("{}", outcome.error().message);
+    log::error("{}", outcome.error().message);
     return outcome.error().code;
   }
   return *outcome;

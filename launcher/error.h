@@ -11,9 +11,14 @@ inline constexpr int ok = 0;
 inline constexpr int usage = 2;
 inline constexpr int peers_unresolved = 3;
 inline constexpr int file_write = 4;
+inline constexpr int start_barrier_incomplete = 5;
+inline constexpr int environment_mismatch = 6;
 inline constexpr int not_executable = 126;
 inline constexpr int not_found = 127;
 inline constexpr int signal_base = 128;
+// Above every 128+N a signal can produce, and in 128-255 so that TFJob's `restartPolicy: ExitCode`
+// treats it as retryable: the job as a whole failed because of another task, not this one.
+inline constexpr int job_stopped = 200;
 }  // namespace exit_code
 
 struct Error {

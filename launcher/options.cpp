@@ -40,6 +40,11 @@ constexpr OptionSpec option_table[] = {
     {"log-root", Kind::value, "DIR", "parent of per-task log dirs", "/logs (./logs for local)"},
     {"print", Kind::flag, "", "print TF_CONFIG after the DNS wait and exit; writes nothing", "off"},
     {"init", Kind::negatable, "", "supervise the command as an init (--no-init: exec it)", "on when PID 1"},
+    {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220"},
+    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "10m"},
+    {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn"},
+    {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s"},
+    {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
     {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info"},
     {"log-format", Kind::value, "F", "text or json (one object per line)", "text"},
 };
@@ -125,6 +130,29 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     if (!duration) return std::unexpected(duration.error());
     options.wait = *duration;
   }
+  for (auto [name, target] : {std::pair{"start-timeout", &options.start_timeout},
+                              std::pair{"stop-grace", &options.stop_grace}}) {
+    if (auto setting = get(name)) {
+      auto duration = parse_duration(setting->value, setting->source);
+      if (!duration) return std::unexpected(duration.error());
+      *target = *duration;
+    }
+  }
+  if (auto port = get("control-port")) {
+    int value = -1;
+    auto [end, error] = std::from_chars(port->value.data(), port->value.data() + port->value.size(), value);
+    if (error != std::errc{} || end != port->value.data() + port->value.size() || value < 0 || value > 65535) {
+      return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
+    }
+    options.control_port = value;
+  }
+  if (auto check = get("env-check")) {
+    if (check->value == "warn") options.env_check = EnvCheck::warn;
+    else if (check->value == "fail") options.env_check = EnvCheck::fail;
+    else if (check->value == "off") options.env_check = EnvCheck::off;
+    else return usage_error(check->source + " '" + check->value + "' must be warn, fail or off");
+  }
+  options.control_secret_file = get("control-secret-file");
   if (auto level = get("log-level")) {
     constexpr std::string_view levels[] = {"trace", "debug", "info", "warn", "error"};
     if (std::ranges::find(levels, level->value) == std::end(levels)) {

@@ -26,6 +26,7 @@ enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };
 enum class LogFormat { text, json };
+enum class EnvCheck { warn, fail, off };
 
 struct Options {
   Mode mode = Mode::entrypoint;
@@ -47,6 +48,12 @@ struct Options {
   std::optional<Setting> log_root;
   bool print = false;
   std::optional<bool> init;  // unset: on exactly when tfboot is PID 1
+  // The job's control channel between the tasks' tfboot processes; port 0 turns it off.
+  int control_port = 2220;
+  std::chrono::milliseconds start_timeout = std::chrono::minutes(10);
+  EnvCheck env_check = EnvCheck::warn;
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(30);
+  std::optional<Setting> control_secret_file;
   std::string log_level = "info";
   LogFormat log_format = LogFormat::text;
   std::vector<std::string> command;  // empty: the default command

@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from harness.netns import ClusterNetwork, HarnessError  # noqa: E402
+from harness.cluster import ClusterNetwork, HarnessError  # noqa: E402
 
 PEERS_FILE = "bench-peers"
 

@@ -23,7 +23,7 @@ import pytest
 
 import images
 from images import REPO_DIR
-from harness.netns import ClusterNetwork
+from harness.cluster import ClusterNetwork
 
 ENTRYPOINT = ["/usr/local/bin/tfboot"]
 CMD = ["python", "train.py"]

@@ -21,7 +21,7 @@ try:
 except ImportError as e:
     pytest.fail(f"{e.name} is not installed: run scripts/setup-containers", pytrace=False)
 
-from harness.netns import ClusterNetwork
+from harness.cluster import ClusterNetwork
 from workloads import IMAGE_CMD, Pod, compose_containers, kubernetes_pods, tfjob_pods
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

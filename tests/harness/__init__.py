@@ -1,5 +1,16 @@
-"""Test harnesses for tfboot's integration tests (stdlib only).
+"""Test harnesses for tfboot's tests: a simulated Kubernetes cluster network (needs root).
 
-``harness.netns`` simulates a Kubernetes cluster network (pods, cluster DNS) with Linux network
-namespaces, a bridge and a real dnsmasq; see its module docstring.
+Start with ``harness.cluster.ClusterNetwork``; the modules under it, one concept each:
+
+    cluster.py        ClusterNetwork: namespaces, pods, records, DNS faults, as one object
+    pods.py           Pod, kubelet-style /etc files, PodProcess (a program run in a pod)
+    pod_shim.py       the script that becomes a pod's program (hostname, /etc mounts, PID 1)
+    namespaces.py     network namespaces: names, bridge and veths, removal, code run inside one
+    dns_server.py     the cluster DNS process: dnsmasq or the failing responder, faults, query log
+    dnsmasq.py        dnsmasq's command line, its records (hosts files), its log
+    dns_responder.py  the DNS server that fails on purpose (SERVFAIL, REFUSED, NXDOMAIN)
+    dns_client.py     the tests' DNS client (DnsResult)
+    processes.py      starting, tracking and killing processes; /proc readers; HarnessError
+
+DNS messages are built and read with dnspython (requirements-test.txt).
 """

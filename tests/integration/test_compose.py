@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from harness.netns import ClusterNetwork
+from harness.cluster import ClusterNetwork
 
 COMPOSE_RESOLV = "nameserver {dns}\noptions ndots:0\n"
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.netns import ClusterNetwork
+from harness.cluster import ClusterNetwork
 
 SERVICE_SUFFIX = "mnist.default.svc.cluster.local"
 

@@ -1,4 +1,4 @@
-"""Self-tests of tests/harness/netns.py (the simulated cluster network). Need root.
+"""Self-tests of tests/harness/ (the simulated cluster network). Need root.
 
 Run:  .venv/bin/python -m pytest tests/integration/test_harness.py -q
 """
@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from harness.netns import ClusterNetwork, HarnessError, _netns_list, cleanup_stale, reverse_name
+from harness.cluster import ClusterNetwork, HarnessError, cleanup_stale, reverse_name
+from harness.namespaces import list_netns
 
 PY = sys.executable
 FQDN = "{}.mnist.default.svc.cluster.local"
@@ -70,7 +71,7 @@ def healthy_dns(request):
 def test_topology_pods_talk_over_the_bridge(net):
     p0, p1 = net.pods["mnist-worker-0"], net.pods["mnist-worker-1"]
     assert (p0.ip, p1.ip) == ("10.213.1.10", "10.213.1.11")
-    assert all(ns in _netns_list() for ns in (net.net_ns, net.dns_ns, p0.netns, p1.netns))
+    assert all(ns in list_netns() for ns in (net.net_ns, net.dns_ns, p0.netns, p1.netns))
     assert all(ns.startswith(f"tfbt{os.getpid()}-") for ns in (net.net_ns, net.dns_ns, p0.netns))
     addrs = subprocess.run(["ip", "-n", p0.netns, "-o", "-4", "addr"], capture_output=True,
                            text=True, check=True).stdout
@@ -285,7 +286,8 @@ def test_drop_dns_packets(net):
     assert all(r.addresses == [p1.ip] for r in net.dns_query_many([(p1.fqdn, "A")] * 5, pod=p0))
 
 
-@pytest.mark.parametrize("mode,rcode", [("servfail", "SERVFAIL"), ("refused", "REFUSED")])
+@pytest.mark.parametrize("mode,rcode", [("servfail", "SERVFAIL"), ("refused", "REFUSED"),
+                                        ("nxdomain", "NXDOMAIN")])
 def test_dns_failure_modes(net, mode, rcode):
     p0, p1 = net.pods["mnist-worker-0"], net.pods["mnist-worker-1"]
     net.reset_dns_query_count()
@@ -343,11 +345,11 @@ def test_teardown_leaves_nothing(net, root_links_before):
             # a grandchild in its own session escapes process-group kills: found via `ip netns pids`
             plain = n2.run(pod, ["sh", "-c", "setsid sleep 60 & echo $!; wait"], pid1=False)
             escaped = int(_readline(plain))
-            pids = [pid1.pid, pid1.program_pid, plain.pid, escaped, n2._dns_proc.pid]
+            pids = [pid1.pid, pid1.program_pid, plain.pid, escaped, n2.dns.pid]
             tmpdir, prefix = n2.tmpdir, n2.prefix
-            assert len([ns for ns in _netns_list() if ns.startswith(prefix)]) == 3
+            assert len([ns for ns in list_netns() if ns.startswith(prefix)]) == 3
             raise RuntimeError("boom")
-    assert not [ns for ns in _netns_list() if ns.startswith(prefix)]
+    assert not [ns for ns in list_netns() if ns.startswith(prefix)]
     deadline = time.monotonic() + 3
     while not all(_gone(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -368,7 +370,7 @@ def test_cleanup_stale():
     try:
         removed = cleanup_stale()
         assert name in removed
-        assert name not in _netns_list() and not os.path.exists(tmp)
+        assert name not in list_netns() and not os.path.exists(tmp)
         # our own (live) namespaces are not touched
         assert not [ns for ns in removed if ns.startswith(f"tfbt{os.getpid()}-")]
     finally:

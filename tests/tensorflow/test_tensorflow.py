@@ -6,7 +6,7 @@ import re
 import subprocess
 import time
 
-from harness.netns import ClusterNetwork
+from harness.cluster import ClusterNetwork
 
 from conftest import REPO_DIR
 

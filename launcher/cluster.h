@@ -20,6 +20,12 @@ std::string_view to_string(TaskType type);
 // "master" is read as chief (the name older operators used).
 std::optional<TaskType> parse_task_type(std::string_view text);
 
+// "worker:3": how a task is named in logs, errors and files.
+std::string task_name(TaskType type, int index);
+
+// "host:port", or "[v6]:port" when the host is an IPv6 address: the one place that writes one.
+std::string join_host_port(std::string_view host, int port);
+
 // Parses a non-negative decimal integer below 1'000'000; anything else is nullopt.
 std::optional<int> parse_index(std::string_view text);
 
@@ -80,7 +86,7 @@ struct PeerAddress {
   int port = 0;
   bool fully_qualified = false;  // looked up with a trailing dot, no search list
   std::string lookup_name() const { return fully_qualified ? name + "." : name; }
-  std::string task() const { return std::string(to_string(type)) + ":" + std::to_string(index); }
+  std::string task() const { return task_name(type, index); }
 };
 
 // Every task of the cluster, in TF_CONFIG order (chief, worker, ps, evaluator; by index).

@@ -1,4 +1,4 @@
-// Errors as values: an exit code (SPEC §9) and a one-line message that names its source.
+// Errors as values: an exit code (README: Exit codes) and a one-line message that names its source.
 #pragma once
 
 #include <expected>
@@ -13,6 +13,8 @@ inline constexpr int peers_unresolved = 3;
 inline constexpr int file_write = 4;
 inline constexpr int start_barrier_incomplete = 5;
 inline constexpr int environment_mismatch = 6;
+// The system refused a resource: memory, processes (fork), descriptors, a free port.
+inline constexpr int resources = 7;
 inline constexpr int not_executable = 126;
 inline constexpr int not_found = 127;
 inline constexpr int signal_base = 128;

@@ -14,7 +14,7 @@ struct Identity {
   TaskType type = TaskType::worker;
   int index = 0;
   std::string source;  // e.g. "hostname 'mnist-worker-3' (from POD_NAME)", for the log and startup.json
-  std::string task() const { return std::string(to_string(type)) + ":" + std::to_string(index); }
+  std::string task() const { return task_name(type, index); }
 };
 
 // The name to parse and where it came from: --hostname, else POD_NAME, else gethostname().

@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,8 @@ namespace tfboot::log {
 namespace {
 
 std::string current_task;
+// The task again, in a fixed buffer that a signal handler may read.
+char task_for_signal_handler[64] = {};
 LogFormat current_format = LogFormat::text;
 Level current_level = Level::info;
 
@@ -45,16 +49,41 @@ void write_line(const std::string& line) {
   }
 }
 
+// "2026-11-30T15:48:20.067Z" from Unix milliseconds, by integer arithmetic only (a signal
+// handler uses it too). Days to civil date after Howard Hinnant's public-domain algorithm.
+void format_utc_timestamp(long long unix_ms, char (&out)[32]) {
+  long long seconds = unix_ms / 1000, millis = unix_ms % 1000;
+  long long days = seconds / 86400, second_of_day = seconds % 86400;
+  long long z = days + 719468, era = z / 146097, day_of_era = z - era * 146097;
+  long long year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+  long long day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+  long long mp = (5 * day_of_year + 2) / 153, day = day_of_year - (153 * mp + 2) / 5 + 1;
+  long long month = mp < 10 ? mp + 3 : mp - 9, year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
+  long long fields[] = {year, month, day, second_of_day / 3600, second_of_day / 60 % 60, second_of_day % 60, millis};
+  const int widths[] = {4, 2, 2, 2, 2, 2, 3};
+  const char separators[] = {'-', '-', 'T', ':', ':', '.', 'Z'};
+  int at = 0;
+  for (int i = 0; i < 7; ++i) {
+    for (int digit = widths[i] - 1; digit >= 0; --digit) {
+      long long value = fields[i];
+      for (int k = 0; k < digit; ++k) value /= 10;
+      out[at++] = static_cast<char>('0' + value % 10);
+    }
+    out[at++] = separators[i];
+  }
+  out[at] = '\0';
+}
+
+std::size_t append(char* buffer, std::size_t at, std::size_t size, const char* text) {
+  while (*text && at + 1 < size) buffer[at++] = *text++;
+  return at;
+}
+
 std::string text_line(Level level, std::string_view message, std::chrono::system_clock::time_point now) {
-  auto since_epoch = now.time_since_epoch();
-  time_t seconds = static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count());
-  auto millis = std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count() % 1000;
-  tm local{};
-  ::localtime_r(&seconds, &local);
   char stamp[32] = {};
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &local);
+  format_utc_timestamp(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count(), stamp);
   std::string tag = current_task.empty() ? "" : " [" + current_task + "]";
-  return fmt::format("{}.{:03d} tfboot {}{} {}\n", stamp, millis, level_name(level), tag, one_line(std::string(message)));
+  return fmt::format("{} tfboot {}{} {}\n", stamp, level_name(level), tag, one_line(std::string(message)));
 }
 
 // Built with nlohmann so any message text is escaped correctly (invalid UTF-8 replaced).
@@ -83,7 +112,53 @@ void configure(const std::string& level, LogFormat format) {
   }
 }
 
-void set_task(const std::string& task) { current_task = task; }
+void set_task(const std::string& task) {
+  current_task = task;
+  std::size_t length = std::min(task.size(), sizeof task_for_signal_handler - 1);
+  std::memcpy(task_for_signal_handler, task.data(), length);
+  task_for_signal_handler[length] = '\0';
+}
+
+void write_from_signal_handler(const char* message) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  char stamp[32] = {};
+  format_utc_timestamp(static_cast<long long>(now.tv_sec) * 1000 + now.tv_nsec / 1'000'000, stamp);
+  char line[512];
+  std::size_t at = 0;
+  bool json = current_format == LogFormat::json;
+  if (json) {
+    // The JSON "time" is Unix seconds, as in every other line.
+    char seconds[24];
+    int digits = 0;
+    for (long long value = now.tv_sec; value > 0 && digits < 23; value /= 10) seconds[digits++] = static_cast<char>('0' + value % 10);
+    char forward[24];
+    for (int i = 0; i < digits; ++i) forward[i] = seconds[digits - 1 - i];
+    forward[digits] = '\0';
+    at = append(line, at, sizeof line, "{\"time\":");
+    at = append(line, at, sizeof line, forward);
+    at = append(line, at, sizeof line, ",\"level\":\"warning\",\"logger\":\"tfboot\",");
+    if (task_for_signal_handler[0]) {
+      at = append(line, at, sizeof line, "\"task\":\"");
+      at = append(line, at, sizeof line, task_for_signal_handler);
+      at = append(line, at, sizeof line, "\",");
+    }
+    at = append(line, at, sizeof line, "\"message\":\"");
+    at = append(line, at, sizeof line, message);
+    at = append(line, at, sizeof line, "\"}\n");
+  } else {
+    at = append(line, at, sizeof line, stamp);
+    at = append(line, at, sizeof line, " tfboot warning ");
+    if (task_for_signal_handler[0]) {
+      at = append(line, at, sizeof line, "[");
+      at = append(line, at, sizeof line, task_for_signal_handler);
+      at = append(line, at, sizeof line, "] ");
+    }
+    at = append(line, at, sizeof line, message);
+    at = append(line, at, sizeof line, "\n");
+  }
+  [[maybe_unused]] auto ignored = ::write(STDERR_FILENO, line, at);
+}
 
 bool enabled(Level level) { return level >= current_level; }
 

@@ -1,13 +1,15 @@
 // The DNS steps of the flow: the PTR of the own address, and waiting until every peer resolves
-// (SPEC §3.5, §6). Effectful: it talks to the DNS server through the c-ares Resolver.
+// (README: Identity, DNS wait). Effectful: it talks to the DNS server through the c-ares Resolver.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "cluster.h"
 #include "dns_wait.h"
 #include "error.h"
+#include "host_facts.h"
 #include "identity.h"
 #include "options.h"
 
@@ -20,11 +22,14 @@ struct DnsResult {
   double seconds = 0;
 };
 
-// Resolves every peer's name (its own too) before --wait runs out: exit 3 naming each missing
-// one, else their addresses, plus a warning when the own name points at another host.
-Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity);
+// Resolves every peer's name (its own too) before `deadline`: exit 3 naming each missing one,
+// else their addresses, plus a warning when the own name points at another host.
+Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
+                                 const HostFacts& facts, std::chrono::steady_clock::time_point deadline);
 
 // Docker's embedded DNS answers the PTR of a container's IP with "<project>-<service>-<N>.<network>".
-Result<Setting> find_own_ptr_name(const Options& options);
+// Retried until `deadline`, since the record may lag the container's start.
+Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts,
+                                  std::chrono::steady_clock::time_point deadline);
 
 }  // namespace tfboot

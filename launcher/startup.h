@@ -1,6 +1,8 @@
-// The contents of startup.json: what tfboot found out before running the command (SPEC §7). Pure.
+// The contents of startup.json: what tfboot found out before running the command, and what an
+// earlier start in the same log dir left (README: Running the command). Pure.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +21,31 @@ struct StartupReport {
   std::vector<std::string> dns_servers;
   std::vector<std::string> warnings;
   std::string tf_config;
-  std::string command_line;  // the command's argv as a JSON list text
-  double started_at = 0;     // Unix seconds
+  std::vector<std::string> command;  // passed on untouched; not always valid UTF-8
+  double started_at = 0;             // Unix seconds
   double dns_wait_seconds = 0;
   double written_at = 0;
+  std::string job_json;  // the job's control channel: a JSON object text, or empty when off
 };
 
-// Restarts in the same pod keep the history: `previous` is the last startup.json (may be empty
-// or unreadable), whose runs are carried over and whose restart count is raised by one.
-std::string build_startup_json(const StartupReport& report, const std::string& previous);
+// What an earlier startup.json in the same log dir says, validated and bounded: a log dir on a
+// volume outlives restarts, and whatever it holds must never stop a start.
+struct PreviousStarts {
+  struct Start {
+    double started_at = 0;
+    std::string identity_source;
+  };
+  int restarts = 0;            // starts before this one
+  std::vector<Start> history;  // oldest first, at most max_history
+  std::optional<std::string> damage;  // why the earlier file was set aside, if it was
+};
+inline constexpr std::size_t max_history = 20;
+// The size beyond which an earlier startup.json is set aside unread.
+inline constexpr std::size_t max_previous_startup_json = 1024 * 1024;
+
+// nullopt: no earlier file. Text that is not an earlier report of ours is damage.
+PreviousStarts read_previous_starts(const std::optional<std::string>& text);
+
+std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous);
 
 }  // namespace tfboot

@@ -54,14 +54,14 @@ Result<void> validate_tf_config(const TfConfig& config, std::string_view source)
     any = any || !job.empty();
     for (std::size_t i = 0; i < job.size(); ++i) {
       if (auto problem = address_problem(job[i])) {
-        return usage_error(where + ": address '" + job[i] + "' of " + std::string(to_string(type)) + ":" + std::to_string(i) +
+        return usage_error(where + ": address '" + job[i] + "' of " + task_name(type, static_cast<int>(i)) +
                            " " + *problem);
       }
     }
   }
   if (!any) return usage_error(where + ": cluster has no tasks");
   const auto& own_job = config.job(config.task_type);
-  std::string task = std::string(to_string(config.task_type)) + ":" + std::to_string(config.task_index);
+  std::string task = task_name(config.task_type, config.task_index);
   if (own_job.empty()) {
     // An evaluator runs beside the cluster and need not be listed in it.
     if (config.task_type == TaskType::evaluator) {

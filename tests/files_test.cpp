@@ -1,7 +1,8 @@
-// Log dir and atomic file writes (SPEC §7, §9): exit code 4 on failure, no half-written file left.
+// Log dir and atomic file writes: exit code 4 on failure, no half-written file and no created directory left.
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -49,7 +50,8 @@ void write_plain(const std::string& path, const std::string& content) {
 // The file's content, or "<cannot read>" when read_text_file gives nullopt.
 std::string read_back(const std::string& path) { return read_text_file(path).value_or("<cannot read>"); }
 
-std::string temporary_name_for(const std::string& directory, const std::string& base) {
+// The temporary name the first version of tfboot used: predictable, so a link could be planted there.
+std::string predictable_temporary_name(const std::string& directory, const std::string& base) {
   return directory + "/." + base + ".tmp." + std::to_string(::getpid());
 }
 
@@ -96,11 +98,14 @@ TEST_CASE("files::write_file_atomically") {
     CHECK(seen == "old");
     CHECK(read_back(dir / "startup.json") == std::string("new\n"));
   }
-  SUBCASE("a stale temporary file of the same name is replaced, not appended to") {
-    write_plain(temporary_name_for(dir.path, "tf_config.json"), "garbage from a crashed run that is longer");
+  SUBCASE("a link planted at a predictable temporary name is neither followed nor touched") {
+    write_plain(dir / "victim", "precious");
+    fs::create_symlink(dir / "victim", predictable_temporary_name(dir.path, "tf_config.json"));
     REQUIRE(write_file_atomically(dir / "tf_config.json", "fresh\n"));
     CHECK(read_back(dir / "tf_config.json") == std::string("fresh\n"));
-    CHECK(entries(dir.path) == std::set<std::string>{"tf_config.json"});
+    CHECK(read_back(dir / "victim") == std::string("precious"));
+    CHECK(fs::is_symlink(predictable_temporary_name(dir.path, "tf_config.json")));
+    CHECK(entries(dir.path).size() == 3);
   }
   SUBCASE("a path without a directory is written in the current directory") {
     const fs::path previous = fs::current_path();
@@ -123,7 +128,7 @@ TEST_CASE("files::write_file_atomically") {
     write_plain(dir / "file", "I am a file");
     auto written = write_file_atomically(dir / "file/tf_config.json", "content");
     CHECK(code_of(written) == 4);
-    CHECK(error_of(written) == "cannot write '" + temporary_name_for(dir / "file", "tf_config.json") + "': Not a directory");
+    CHECK(error_of(written) == "cannot write '" + (dir / "file/tf_config.json") + "': Not a directory");
     CHECK(entries(dir.path) == std::set<std::string>{"file"});
     CHECK(read_back(dir / "file") == std::string("I am a file"));
   }
@@ -131,13 +136,13 @@ TEST_CASE("files::write_file_atomically") {
     auto written = write_file_atomically(dir / "missing/tf_config.json", "content");
     CHECK(code_of(written) == 4);
     CHECK(error_of(written) ==
-          "cannot write '" + temporary_name_for(dir / "missing", "tf_config.json") + "': No such file or directory");
+          "cannot write '" + (dir / "missing/tf_config.json") + "': No such file or directory");
     CHECK(entries(dir.path).empty());
   }
   SUBCASE("a directory nobody can create files in (/proc): exit code 4") {
     auto written = write_file_atomically("/proc/tfboot-files-test.json", "content");
     CHECK(code_of(written) == 4);
-    CHECK(error_of(written).starts_with("cannot write '/proc/.tfboot-files-test.json.tmp." + std::to_string(::getpid()) + "': "));
+    CHECK(error_of(written).starts_with("cannot write '/proc/tfboot-files-test.json': "));
     CHECK_FALSE(fs::exists("/proc/tfboot-files-test.json"));
   }
   SUBCASE("a write that fails halfway (file size limit): exit code 4, no temporary file, old content kept") {
@@ -152,7 +157,7 @@ TEST_CASE("files::write_file_atomically") {
     ::setrlimit(RLIMIT_FSIZE, &saved);
     std::signal(SIGXFSZ, old_handler);
     CHECK(code_of(written) == 4);
-    CHECK(error_of(written) == "cannot write '" + temporary_name_for(dir.path, "startup.json") + "': File too large");
+    CHECK(error_of(written) == "cannot write '" + (dir / "startup.json") + "': File too large");
     CHECK(entries(dir.path) == std::set<std::string>{"startup.json"});
     CHECK(read_back(dir / "startup.json") == std::string("old content\n"));
   }
@@ -229,6 +234,60 @@ TEST_CASE("files::make_directories") {
     auto made = make_directories("");
     CHECK(code_of(made) == 4);
     CHECK(error_of(made) == "cannot create an empty log directory path");
+  }
+}
+
+TEST_CASE("files::write_files_atomically") {
+  TempDir dir;
+  SUBCASE("all files appear together") {
+    REQUIRE(write_files_atomically({{dir / "tf_config.json", "a\n"}, {dir / "startup.json", "b\n"}}));
+    CHECK(read_back(dir / "tf_config.json") == std::string("a\n"));
+    CHECK(read_back(dir / "startup.json") == std::string("b\n"));
+    CHECK(entries(dir.path) == std::set<std::string>{"startup.json", "tf_config.json"});
+  }
+  SUBCASE("the second one failing (full disk) leaves neither new file nor a temporary, old ones kept") {
+    REQUIRE(write_files_atomically({{dir / "tf_config.json", "old\n"}, {dir / "startup.json", "old\n"}}));
+    struct rlimit saved {};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = saved;
+    small.rlim_cur = 16;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    auto written = write_files_atomically({{dir / "tf_config.json", "new\n"}, {dir / "startup.json", std::string(100, 'n')}});
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK(code_of(written) == 4);
+    CHECK(read_back(dir / "tf_config.json") == std::string("old\n"));
+    CHECK(read_back(dir / "startup.json") == std::string("old\n"));
+    CHECK(entries(dir.path) == std::set<std::string>{"startup.json", "tf_config.json"});
+  }
+}
+
+TEST_CASE("files::read_text_file limits") {
+  TempDir dir;
+  SUBCASE("a file over the limit is not read") {
+    write_plain(dir / "big", std::string(100, 'x'));
+    CHECK(read_text_file(dir / "big", 99) == std::nullopt);
+    CHECK(read_text_file(dir / "big", 100) == std::string(100, 'x'));
+  }
+  SUBCASE("a FIFO is refused at once instead of blocking") {
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    CHECK(read_text_file(dir / "fifo") == std::nullopt);
+  }
+}
+
+TEST_CASE("files::make_directories rollback") {
+  TempDir dir;
+  auto made = make_directories(dir / "a/b/c");
+  REQUIRE(made);
+  CHECK(*made == std::vector<std::string>{dir / "a", dir / "a/b", dir / "a/b/c"});
+  write_plain(dir / "a/keep", "x");
+  remove_created_directories(*made);
+  CHECK(entries(dir / "a") == std::set<std::string>{"keep"});  // not empty: kept, with what is inside
+  SUBCASE("a failure halfway (a name too long) removes what it created") {
+    auto failed = make_directories(dir / ("new/deeper/" + std::string(300, 'n') + "/worker_0"));
+    CHECK(code_of(failed) == 4);
+    CHECK_FALSE(fs::exists(dir / "new"));
   }
 }
 

@@ -208,8 +208,9 @@ def test_fork_failure_under_rlimit_nproc_is_a_clear_error(tfboot):
         result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "prlimit", "--nproc=1",
                                  tfboot, "--init", "--", "true"], env=env, capture_output=True, text=True, timeout=30)
         assert time.monotonic() - started < 10
-        assert result.returncode == 126, result.stderr
+        # A resource the system refused (exit 7), not a command that cannot be executed (126).
+        assert result.returncode == 7, result.stderr
         errors = [line for line in result.stderr.splitlines() if " error " in line]
-        assert len(errors) == 1 and "fork failed: Resource temporarily unavailable" in errors[0]
+        assert len(errors) == 1 and "cannot start 'true': fork failed: Resource temporarily unavailable" in errors[0]
     finally:
         shutil.rmtree(base)

@@ -19,7 +19,7 @@ import pytest
 from init_support import PATH, PYTHON, Supervised, entrypoint_args, kill_quietly
 
 NOT_UTF8 = b"caf\xe9"
-ALLOWED_NOT_UTF8 = {"caf\ufffd", "caf\\xe9", "caf\\xE9"}  # replaced or escaped
+REPLACED = "caf\ufffd"  # README: bytes that are not UTF-8 are replaced by U+FFFD in JSON
 
 
 def issue_11(item):
@@ -82,13 +82,13 @@ def test_command_argument_that_is_not_utf8_is_passed_on_untouched(tfboot, tmp_pa
     assert (tmp_path / "argument").read_bytes() == NOT_UTF8
     startup = strict_json(tmp_path / "logs" / "worker_0" / "startup.json")
     assert startup["command"][:4] == ["sh", "-c", 'printf %s "$1" > argument', "sh"]
-    assert startup["command"][4] in ALLOWED_NOT_UTF8
+    assert startup["command"][4] == REPLACED
     assert strict_json(tmp_path / "logs" / "worker_0" / "tf_config.json")["task"] == {"type": "worker", "index": 0}
 
 
 @issue_11("1: a hostname that is not UTF-8 ends tfboot with 'internal error' (exit 1)")
 @pytest.mark.parametrize("source", ["--hostname", "POD_NAME", "uts"])
-def test_hostname_that_is_not_utf8_is_recorded_replaced_or_escaped(tfboot, tmp_path, source):
+def test_hostname_that_is_not_utf8_is_recorded_replaced(tfboot, tmp_path, source):
     args = [*entrypoint_args(tmp_path / "logs"), "--", "touch", "ran"]
     env = {}
     if source == "--hostname":
@@ -101,7 +101,7 @@ def test_hostname_that_is_not_utf8_is_recorded_replaced_or_escaped(tfboot, tmp_p
     code, _, stderr, _ = run(argv, cwd=tmp_path, env=env)
     assert code == 0, stderr
     assert (tmp_path / "ran").exists()
-    assert strict_json(tmp_path / "logs" / "worker_0" / "startup.json")["hostname"] in ALLOWED_NOT_UTF8
+    assert strict_json(tmp_path / "logs" / "worker_0" / "startup.json")["hostname"] == REPLACED
 
 
 # ---- 2. a damaged startup.json from an earlier start is set aside with a warning, bounded in
@@ -141,21 +141,28 @@ def write_damaged(path, name):
 @issue_11("2: a damaged startup.json stops the task, crashes, overflows or is taken as it is, without a warning")
 @pytest.mark.parametrize("name", list(DAMAGED_STARTUP))
 def test_damaged_startup_json_is_set_aside_with_a_warning(tfboot, tmp_path, name):
-    startup_path = tmp_path / "logs" / "worker_0" / "startup.json"
+    # README: read only as a regular file of at most 1 MiB, nested at most 16 levels, with the
+    # types tfboot writes; anything else is renamed to startup.json.damaged.<unix time> with a
+    # warning (log and new file), and the count starts afresh.
+    log_dir = tmp_path / "logs" / "worker_0"
+    startup_path = log_dir / "startup.json"
     write_damaged(startup_path, name)
+    damaged_size = startup_path.stat().st_size
     code, _, stderr, peak_rss = run([tfboot, *entrypoint_args(tmp_path / "logs"), "--", "touch", "ran"], cwd=tmp_path)
     assert code == 0, stderr[-2000:]
     assert (tmp_path / "ran").exists()
     startup = strict_json(startup_path)
-    assert startup["restarts"] in (0, 1), "the damaged report's counter is not carried on"
-    assert isinstance(startup["history"], list) and len(startup["history"]) <= 20
-    for entry in startup["history"]:
-        assert isinstance(entry, dict), entry
-        assert isinstance(entry.get("started_at"), (int, float)) and isinstance(entry.get("identity_source"), str), entry
-    if not sanitized(tfboot):
-        assert peak_rss < 64 * 1024 * 1024, f"peak RSS {peak_rss >> 20} MB: the earlier report was read whole"
+    assert (startup["restarts"], startup["history"]) == (0, []), "the count starts afresh"
+    assert peak_rss < (128 if sanitized(tfboot) else 64) * 1024 * 1024, \
+        f"peak RSS {peak_rss >> 20} MB: the earlier report was read whole"
+    set_aside = [path for path in log_dir.iterdir() if re.fullmatch(r"startup\.json\.damaged\.[0-9]+", path.name)]
+    assert len(set_aside) == 1, sorted(path.name for path in log_dir.iterdir())
+    assert set_aside[0].stat().st_size == damaged_size
+    if name != "200_MB":
+        assert set_aside[0].read_bytes() == DAMAGED_STARTUP[name]
     warnings = level_lines(stderr, "warning")
     assert len(warnings) == 1 and "startup.json" in warnings[0], stderr[-2000:]
+    assert len(startup["warnings"]) == 1 and "startup.json" in startup["warnings"][0]
 
 
 def test_intact_startup_json_is_counted_without_a_warning(tfboot, tmp_path):
@@ -244,13 +251,13 @@ def test_wait_is_one_deadline_for_the_ptr_lookup_and_the_peers(compose_net, tfbo
     pod = net.add_pod("proj-worker-1", hostname="ee01", service="")
     pod.set_resolv(COMPOSE_RESOLV.format(dns=net.dns_ip))
     started = time.monotonic()
-    proc = net.run(pod, [tfboot, "--identity-from", "ptr", "--wait", "4s", "--print"], env={"TFBOOT_CLUSTER": "worker=2"})
+    proc = net.run(pod, [tfboot, "--identity-from", "ptr", "--wait", "6s", "--print"], env={"TFBOOT_CLUSTER": "worker=2"})
     time.sleep(2.5)
     net.publish_name("proj-worker-1.proj_default", pod.ip, "proj-worker-1")  # the PTR, late; worker 2 never
     _, err = proc.communicate(timeout=30)
     elapsed = time.monotonic() - started
     assert proc.returncode == 3, err
-    assert elapsed < 5.0, f"took {elapsed:.1f}s for --wait 4s"
+    assert 5.5 < elapsed < 7.0, f"took {elapsed:.1f}s for --wait 6s"
 
 
 # ---- 6. errors leave nothing behind
@@ -325,7 +332,7 @@ def processes_with_argument(argument):
     return found
 
 
-@issue_11("7: when a task cannot be started the others keep running, and tfboot exits 1")
+@issue_11("7: when a task cannot be started the others keep running, and tfboot exits 1, not 7")
 def test_local_that_cannot_start_every_task_leaves_none_running(tfboot, tmp_path):
     duration = f"{4000 + os.getpid() % 1000}.{time.monotonic_ns() % 1000:03d}"  # names this test's tasks
     few_descriptors = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))  # noqa: E731
@@ -335,7 +342,7 @@ def test_local_that_cannot_start_every_task_leaves_none_running(tfboot, tmp_path
         time.sleep(0.3)
         left = processes_with_argument(duration)
         assert left == [], "tasks still running after tfboot local ended"
-        assert code == 126, stderr
+        assert code == 7, stderr
         assert len(level_lines(stderr, "error")) == 1, stderr
     finally:
         for pid in processes_with_argument(duration):
@@ -378,7 +385,9 @@ def test_local_task_writing_a_progress_bar_without_newlines_keeps_memory_small(t
                 proc.wait()
     assert peak <= limit, f"tfboot local reached {peak >> 20} MB for a {size >> 20} MB stream"
     assert proc.returncode == 0, (tmp_path / "err").read_text()[-2000:]
-    assert out_path.read_bytes().count(b"123456789") == size // 10, "every byte the task wrote is shown"
+    # README: a line ends at \\n or, as progress bars write, at \\r.
+    shown = out_path.read_bytes()
+    assert len(shown) == size // 10 * 21 and shown.count(b"[worker:0] 123456789\r") == size // 10
 
 
 # ---- 8. /etc files that are FIFOs do not hang tfboot
@@ -526,7 +535,7 @@ def test_duplicate_environment_entries_reach_the_command_once(tfboot, tmp_path, 
 
 # ---- 12 (allocation). allocation failure is one clear error line with one defined exit code
 
-@issue_11("12: allocation failure is 'internal error' (exit 1) or an abort (134)")
+@issue_11("12: allocation failure is 'internal error' (exit 1) or an abort (134), not exit 7")
 def test_allocation_failure_is_one_clear_error_with_a_defined_exit_code(tfboot, tmp_path):
     if sanitized(tfboot):
         pytest.skip("AddressSanitizer's shadow memory does not fit under RLIMIT_AS")
@@ -547,4 +556,4 @@ def test_allocation_failure_is_one_clear_error_with_a_defined_exit_code(tfboot, 
         assert len(errors) == 1 and "memory" in errors[0], (megabytes, code, stderr[-1000:])
         assert not re.search(r"terminate called|internal error", stderr), (megabytes, stderr[-1000:])
     codes = {code for _, code, _ in failures}
-    assert len(codes) == 1 and 1 < codes.pop() < 126, failures
+    assert codes == {7}, [(megabytes, code) for megabytes, code, _ in failures]

@@ -280,13 +280,18 @@ def test_log_root_that_cannot_be_created_leaves_nothing_behind(tfboot, tmp_path,
 
 FULL_DISK = r"""
 import json, os, subprocess, sys
-disk, tfboot = sys.argv[1], sys.argv[2]
+disk, tfboot, args = sys.argv[1], sys.argv[2], sys.argv[3:]
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tfboot-test-disk", disk], check=True)
-log_dir = os.path.join(disk, "logs", "worker_0")
-os.makedirs(log_dir)
-stale = '{"tfboot_version": "earlier", "restarts": 0, "history": []}\n'
-with open(os.path.join(log_dir, "startup.json"), "w") as f:
-    f.write(stale)
+logs = os.path.join(disk, "logs")
+log_dir = os.path.join(logs, "worker_0")
+def start():
+    return subprocess.run([tfboot, *args, "--log-root", logs, "--", "touch", os.path.join(disk, "ran")],
+                          capture_output=True)
+# An earlier start left a sound startup.json; its tf_config.json is gone.
+assert start().returncode == 0
+os.unlink(os.path.join(log_dir, "tf_config.json"))
+os.unlink(os.path.join(disk, "ran"))
+earlier = open(os.path.join(log_dir, "startup.json"), "rb").read()
 filler = os.path.join(disk, "filler")
 with open(filler, "wb", buffering=0) as f:
     try:
@@ -295,11 +300,10 @@ with open(filler, "wb", buffering=0) as f:
     except OSError:
         pass
 os.truncate(filler, os.path.getsize(filler) - 4096)   # room for one small file, not for two
-argv = [tfboot, *sys.argv[3:], "--log-root", os.path.join(disk, "logs"), "--", "touch", os.path.join(disk, "ran")]
-result = subprocess.run(argv, capture_output=True)
+result = start()
 print(json.dumps({"code": result.returncode, "stderr": result.stderr.decode(errors="replace"),
-                  "files": sorted(os.listdir(log_dir)), "startup_unchanged": open(os.path.join(log_dir, "startup.json")).read() == stale,
-                  "ran": os.path.exists(os.path.join(disk, "ran"))}))
+                  "files": sorted(os.listdir(log_dir)), "ran": os.path.exists(os.path.join(disk, "ran")),
+                  "startup_unchanged": open(os.path.join(log_dir, "startup.json"), "rb").read() == earlier}))
 """
 
 

@@ -69,7 +69,7 @@ from harness.namespaces import (Bridge, add_netns, cleanup_stale, delete_netns, 
                                 list_netns, new_prefix)
 from harness.pods import (Pod, PodProcess, container_nsswitch, kubelet_hosts, kubelet_resolv,
                           pod_command, rewrite_in_place)
-from harness.processes import DEFAULT_PATH, HarnessError, ProcessSet
+from harness.processes import DEFAULT_PATH, HarnessError, ProcessSet, communicate_bounded
 
 __all__ = ["ClusterNetwork", "DnsResult", "HarnessError", "Pod", "PodProcess", "cleanup_stale",
            "reverse_name"]
@@ -266,8 +266,8 @@ class ClusterNetwork:
                     check: bool = False) -> subprocess.CompletedProcess:
         process = self.run(pod, argv, env=env, pid1=pid1, wait_exec=False,
                            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)
-        return self._finish(process, argv, input, timeout, check,
-                            f"in pod {self._pod(pod).name}")
+        return communicate_bounded(process, argv, input, timeout, check,
+                                   f"in pod {self._pod(pod).name}")
 
     def run_in_dns_ns(self, argv: Sequence[str], *, timeout: float = 10,
                       check: bool = False) -> subprocess.CompletedProcess:
@@ -275,25 +275,7 @@ class ClusterNetwork:
         process = self._processes.spawn(["ip", "netns", "exec", self.dns_ns, *argv],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)
-        return self._finish(process, argv, None, timeout, check, "in the DNS namespace")
-
-    @staticmethod
-    def _finish(process: subprocess.Popen, argv: Sequence[str], input: str | None,
-                timeout: float, check: bool, where: str) -> subprocess.CompletedProcess:
-        try:
-            out, err = process.communicate(input=input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.communicate(timeout=5)
-            raise HarnessError(f"{argv!r} {where} timed out after {timeout}s")
-        completed = subprocess.CompletedProcess(list(argv), process.returncode, out, err)
-        if check:
-            completed.check_returncode()
-        return completed
+        return communicate_bounded(process, argv, None, timeout, check, "in the DNS namespace")
 
     # ---- DNS records
 

@@ -6,6 +6,9 @@ Offers:
 * ``run_command(argv, timeout=10, check=True, input=None, env=None)``: a short helper
   command (``ip``, ``iptables``), output captured as text; raises HarnessError on a non-zero
   exit (with check) or after timeout.
+* ``communicate_bounded(process, argv, input, timeout, check, where)``: communicate() with a
+  spawned process, SIGKILLing its group after timeout (HarnessError naming argv and where);
+  returns a CompletedProcess.
 * ``ProcessSet``: the long-running processes of one network. ``spawn(argv, cls=Popen, **popen)``
   starts argv under ``setpriv --pdeathsig KILL`` in a session of its own, so a dead test run
   takes its servers along and one ``killpg`` reaches a process and its forks;
@@ -51,6 +54,24 @@ def run_command(argv: Sequence[str], *, timeout: float = 10, check: bool = True,
     if check and completed.returncode != 0:
         raise HarnessError(f"failed (rc={completed.returncode}): {' '.join(argv)}\n"
                            f"{completed.stderr.strip()}")
+    return completed
+
+
+def communicate_bounded(process: subprocess.Popen, argv: Sequence[str], input: str | None,
+                        timeout: float, check: bool, where: str) -> subprocess.CompletedProcess:
+    try:
+        out, err = process.communicate(input=input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.communicate(timeout=5)
+        raise HarnessError(f"{argv!r} {where} timed out after {timeout}s")
+    completed = subprocess.CompletedProcess(list(argv), process.returncode, out, err)
+    if check:
+        completed.check_returncode()
     return completed
 
 

@@ -1,4 +1,5 @@
-// Waiting until every name resolves: retry schedule, query budget, progress, deadline (SPEC §6).
+// Waiting until every name resolves: retry schedule, query budget, progress, deadline (README:
+// DNS wait).
 #include "dns_wait.h"
 
 #include <algorithm>
@@ -103,7 +104,8 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
         NameStatus& status = outcome.names[i];
         TimePoint finished = clock();
         status.last_status = result.status;
-        if (result.status == LookupStatus::dns_trouble && result.error == "timeout") window = std::max(1, window / 2);
+        status.last_reason = result.reason;
+        if (result.reason == LookupReason::timeout) window = std::max(1, window / 2);
         else window = std::min(policy.max_in_flight, window + 1);
         if (result.status == LookupStatus::resolved) {
           status.resolved = true;

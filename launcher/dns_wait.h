@@ -1,5 +1,5 @@
-// Waiting until every name resolves: retry schedule, query budget, progress, deadline (SPEC §6).
-// Pure apart from the Resolver it drives and the clock it is given.
+// Waiting until every name resolves: retry schedule, query budget, progress, deadline (README:
+// DNS wait). Pure apart from the Resolver it drives and the clock it is given.
 #pragma once
 
 #include <chrono>
@@ -17,7 +17,8 @@ using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
 struct WaitPolicy {
   std::chrono::milliseconds deadline{std::chrono::minutes(15)};
-  // Lookups in flight at once; each is an A and an AAAA query.
+  // Lookups in flight at once, at most; timeouts shrink the window (see wait_for_names). A lookup
+  // is one query, A, plus an AAAA query only for a name that exists without an A record.
   int max_in_flight = 64;
   // Backoff for a missing name: first retry after about `first_retry`, doubling, never more
   // than `max_retry`, so a name published late is seen within a second.
@@ -58,7 +59,8 @@ struct NameStatus {
   int tries = 0;
   std::vector<std::string> addresses;
   LookupStatus last_status = LookupStatus::not_published;
-  std::string last_error;  // empty once resolved
+  LookupReason last_reason = LookupReason::none;  // none until a lookup failed, and once resolved
+  std::string last_error;                         // its text; empty once resolved
   std::chrono::milliseconds time_to_resolve{0};
 };
 
@@ -71,7 +73,7 @@ struct WaitOutcome {
 WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& names, const WaitPolicy& policy, const Clock& clock,
                            std::uint64_t seed);
 
-// "timeout" -> "DNS in trouble: timeout", "NXDOMAIN" -> "not published yet: NXDOMAIN".
+// "DNS in trouble: timeout", "not published yet: NXDOMAIN", "resolved" or "not tried yet".
 std::string describe(const NameStatus& status);
 
 }  // namespace tfboot

@@ -10,20 +10,49 @@
 #include <mutex>
 
 namespace tfboot {
+
+LookupResult lookup_success(std::vector<std::string> addresses) {
+  return {LookupStatus::resolved, std::move(addresses), "", LookupReason::none};
+}
+
+LookupResult lookup_failure(LookupReason reason, std::string detail) {
+  auto result = [&](LookupStatus status, std::string text) { return LookupResult{status, {}, std::move(text), reason}; };
+  switch (reason) {
+    case LookupReason::none: break;
+    case LookupReason::nxdomain: return result(LookupStatus::not_published, "NXDOMAIN");
+    case LookupReason::no_address_records: return result(LookupStatus::not_published, "no address records");
+    case LookupReason::no_ptr_record: return result(LookupStatus::not_published, "no PTR record");
+    case LookupReason::bad_address: return result(LookupStatus::not_published, "not a numeric address");
+    case LookupReason::timeout: return result(LookupStatus::dns_trouble, "timeout");
+    case LookupReason::servfail: return result(LookupStatus::dns_trouble, "SERVFAIL");
+    case LookupReason::refused: return result(LookupStatus::dns_trouble, "REFUSED");
+    case LookupReason::connection_refused: return result(LookupStatus::dns_trouble, "connection refused");
+    case LookupReason::other: break;
+  }
+  return result(LookupStatus::dns_trouble, detail.empty() ? std::string("lookup failed") : std::move(detail));
+}
+
 namespace {
 
-LookupResult to_lookup_result(int status, const ares_addrinfo* info) {
-  LookupResult result;
+LookupReason reason_of(int status) {
   switch (status) {
-    case ARES_SUCCESS: break;
-    case ARES_ENOTFOUND: return {LookupStatus::not_published, {}, "NXDOMAIN"};
-    case ARES_ENODATA: return {LookupStatus::not_published, {}, "no address records"};
-    case ARES_ETIMEOUT: return {LookupStatus::dns_trouble, {}, "timeout"};
-    case ARES_ESERVFAIL: return {LookupStatus::dns_trouble, {}, "SERVFAIL"};
-    case ARES_EREFUSED: return {LookupStatus::dns_trouble, {}, "REFUSED"};
-    case ARES_ECONNREFUSED: return {LookupStatus::dns_trouble, {}, "connection refused"};
-    default: return {LookupStatus::dns_trouble, {}, ares_strerror(status)};
+    case ARES_SUCCESS: return LookupReason::none;
+    case ARES_ENOTFOUND: return LookupReason::nxdomain;
+    case ARES_ETIMEOUT: return LookupReason::timeout;
+    case ARES_ESERVFAIL: return LookupReason::servfail;
+    case ARES_EREFUSED: return LookupReason::refused;
+    case ARES_ECONNREFUSED: return LookupReason::connection_refused;
+    default: return LookupReason::other;
   }
+}
+
+// A failed c-ares lookup; `no_data` is what an answer without records of the asked type means.
+LookupResult failure_of(int status, LookupReason no_data) {
+  if (status == ARES_ENODATA) return lookup_failure(no_data);
+  return lookup_failure(reason_of(status), ares_strerror(status));
+}
+
+LookupResult addresses_of(const ares_addrinfo* info) {
   std::vector<std::string> v4, v6;
   for (const ares_addrinfo_node* node = info ? info->nodes : nullptr; node; node = node->ai_next) {
     char text[INET6_ADDRSTRLEN] = {};
@@ -35,11 +64,9 @@ LookupResult to_lookup_result(int status, const ares_addrinfo* info) {
       v6.emplace_back(text);
     }
   }
-  if (v4.empty() && v6.empty()) return {LookupStatus::not_published, {}, "no address records"};
-  result.status = LookupStatus::resolved;
-  result.addresses = std::move(v4);
-  result.addresses.insert(result.addresses.end(), v6.begin(), v6.end());
-  return result;
+  if (v4.empty() && v6.empty()) return lookup_failure(LookupReason::no_address_records);
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return lookup_success(std::move(v4));
 }
 
 class CaresResolver final : public Resolver {
@@ -54,7 +81,7 @@ class CaresResolver final : public Resolver {
   // peers still resolve. A dual-stack peer is reported with its IPv4 addresses.
   void start_lookup(const std::string& name, std::function<void(LookupResult)> done) override {
     lookup_family(name, AF_INET, [this, name, done = std::move(done)](LookupResult result) mutable {
-      if (result.status == LookupStatus::not_published && result.error == "no address records") {
+      if (result.reason == LookupReason::no_address_records) {
         lookup_family(name, AF_INET6, std::move(done));
         return;
       }
@@ -76,7 +103,7 @@ class CaresResolver final : public Resolver {
     in6_addr storage{};
     int family = address.find(':') == std::string::npos ? AF_INET : AF_INET6;
     if (inet_pton(family, address.c_str(), &storage) != 1) {
-      done({LookupStatus::not_published, {}, "not a numeric address"});
+      done(lookup_failure(LookupReason::bad_address));
       return;
     }
     auto* callback = new std::function<void(LookupResult)>(std::move(done));
@@ -125,19 +152,18 @@ class CaresResolver final : public Resolver {
   static void on_done(void* arg, int status, int /*timeouts*/, ares_addrinfo* info) {
     std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
     // On ares_destroy the pending lookups are cancelled; nobody waits for them any more.
-    if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) (*callback)(to_lookup_result(status, info));
+    if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) {
+      (*callback)(status == ARES_SUCCESS ? addresses_of(info) : failure_of(status, LookupReason::no_address_records));
+    }
     if (info) ares_freeaddrinfo(info);
   }
 
   static void on_reverse_done(void* arg, int status, int /*timeouts*/, hostent* host) {
     std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
     if (status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) return;
-    LookupResult result = to_lookup_result(status, nullptr);
-    if (status == ARES_SUCCESS) {
-      if (host && host->h_name && *host->h_name) result = {LookupStatus::resolved, {host->h_name}, ""};
-      else result = {LookupStatus::not_published, {}, "no PTR record"};
-    }
-    (*callback)(std::move(result));
+    if (status != ARES_SUCCESS) (*callback)(failure_of(status, LookupReason::no_ptr_record));
+    else if (host && host->h_name && *host->h_name) (*callback)(lookup_success({host->h_name}));
+    else (*callback)(lookup_failure(LookupReason::no_ptr_record));
   }
 
   ares_channel channel_;

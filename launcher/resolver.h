@@ -14,16 +14,36 @@ namespace tfboot {
 // "Not published yet" and "DNS in trouble" call for different actions by the user.
 enum class LookupStatus { resolved, not_published, dns_trouble };
 
+// Why a lookup ended as it did. Code decides on this; users read LookupResult::error.
+enum class LookupReason {
+  none,                // resolved
+  nxdomain,            // the name does not exist
+  no_address_records,  // the name exists without an A or AAAA record
+  no_ptr_record,       // the reverse name exists without a PTR record
+  timeout,
+  servfail,
+  refused,             // the server answered REFUSED
+  connection_refused,  // nothing listens at the server's address
+  bad_address,         // a reverse lookup of something that is not a numeric address
+  other,
+};
+
 struct LookupResult {
   LookupStatus status = LookupStatus::dns_trouble;
-  std::vector<std::string> addresses;  // numeric, IPv4 before IPv6
-  std::string error;                   // e.g. "NXDOMAIN", "timeout", "SERVFAIL"
+  std::vector<std::string> addresses;  // numeric, IPv4 before IPv6; the name for a reverse lookup
+  std::string error;                   // for users: "NXDOMAIN", "timeout", "SERVFAIL", ...; empty once resolved
+  LookupReason reason = LookupReason::other;
 };
+
+// A resolved lookup.
+LookupResult lookup_success(std::vector<std::string> addresses);
+// A failed lookup: its status and its text follow from the reason; `detail` is the text of `other`.
+LookupResult lookup_failure(LookupReason reason, std::string detail = {});
 
 class Resolver {
  public:
   virtual ~Resolver() = default;
-  // Starts one lookup (A and AAAA); `done` is called from within process().
+  // Starts one lookup of a name's addresses; `done` is called from within process().
   virtual void start_lookup(const std::string& name, std::function<void(LookupResult)> done) = 0;
   // Starts one reverse (PTR) lookup of a numeric address; the name comes back in `addresses`.
   virtual void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) = 0;

@@ -32,7 +32,7 @@ class FakeResolver final : public Resolver {
   }
 
   void start_reverse_lookup(const std::string&, std::function<void(LookupResult)> done) override {
-    done({LookupStatus::not_published, {}, "NXDOMAIN"});
+    done(lookup_failure(LookupReason::nxdomain));
   }
 
   void process(std::chrono::milliseconds budget) override {
@@ -52,7 +52,7 @@ class FakeResolver final : public Resolver {
     for (auto& p : ready) {
       auto it = answers.find(p.name);
       auto since = std::chrono::duration_cast<std::chrono::milliseconds>(now - start);
-      p.done(it == answers.end() ? LookupResult{LookupStatus::not_published, {}, "NXDOMAIN"} : it->second(since));
+      p.done(it == answers.end() ? lookup_failure(LookupReason::nxdomain) : it->second(since));
     }
   }
 
@@ -72,18 +72,18 @@ class FakeResolver final : public Resolver {
 };
 
 FakeResolver::Answer always(const std::string& address) {
-  return [address](auto) { return LookupResult{LookupStatus::resolved, {address}, ""}; };
+  return [address](auto) { return lookup_success({address}); };
 }
 
 FakeResolver::Answer published_after(std::chrono::milliseconds when, const std::string& address) {
   return [when, address](std::chrono::milliseconds since) {
-    if (since >= when) return LookupResult{LookupStatus::resolved, {address}, ""};
-    return LookupResult{LookupStatus::not_published, {}, "NXDOMAIN"};
+    if (since >= when) return lookup_success({address});
+    return lookup_failure(LookupReason::nxdomain);
   };
 }
 
-FakeResolver::Answer failing(LookupStatus status, const std::string& error) {
-  return [status, error](auto) { return LookupResult{status, {}, error}; };
+FakeResolver::Answer failing(LookupReason reason, const std::string& detail = "") {
+  return [reason, detail](auto) { return lookup_failure(reason, detail); };
 }
 
 }  // namespace
@@ -125,7 +125,7 @@ TEST_CASE("dns_wait::wait_for_names") {
   SUBCASE("the deadline ends the wait and names what is missing, with its kind of failure") {
     policy.deadline = 5s;
     resolver.answers["ok."] = always("10.0.0.1");
-    resolver.answers["troubled."] = failing(LookupStatus::dns_trouble, "SERVFAIL");
+    resolver.answers["troubled."] = failing(LookupReason::servfail);
     auto outcome = wait_for_names(resolver, {"ok.", "missing.", "troubled."}, policy, resolver.clock(), 3);
     CHECK_FALSE(outcome.all_resolved);
     CHECK(outcome.elapsed >= 5s);
@@ -133,7 +133,10 @@ TEST_CASE("dns_wait::wait_for_names") {
     CHECK(outcome.names[0].resolved);
     CHECK_FALSE(outcome.names[1].resolved);
     CHECK(describe(outcome.names[1]) == "not published yet: NXDOMAIN");
+    CHECK(outcome.names[1].last_reason == LookupReason::nxdomain);
     CHECK(describe(outcome.names[2]) == "DNS in trouble: SERVFAIL");
+    CHECK(outcome.names[2].last_reason == LookupReason::servfail);
+    CHECK(outcome.names[0].last_reason == LookupReason::none);
   }
 
   SUBCASE("retries stay within the query budget") {
@@ -169,17 +172,26 @@ TEST_CASE("dns_wait::wait_for_names") {
     policy.retries_per_second = 10000;  // only the window limits here
     resolver.latency = 500ms;
     std::vector<std::string> names;
-    for (int i = 0; i < 200; ++i) {
-      names.push_back("stalled-" + std::to_string(i) + ".");
-      resolver.answers[names.back()] = failing(LookupStatus::dns_trouble, "timeout");
+    for (int i = 0; i < 200; ++i) names.push_back("stalled-" + std::to_string(i) + ".");
+    auto lookups_made = [&] {
+      auto outcome = wait_for_names(resolver, names, policy, resolver.clock(), 11);
+      CHECK_FALSE(outcome.all_resolved);
+      int total = 0;
+      for (const auto& [name, count] : resolver.lookups) total += count;
+      return total;
+    };
+
+    SUBCASE("a timeout halves the window, down to one lookup at a time") {
+      for (const auto& name : names) resolver.answers[name] = failing(LookupReason::timeout);
+      int total = lookups_made();
+      CHECK(total >= 64);  // the first window of 64
+      CHECK(total <= 64 + 8);
     }
-    auto outcome = wait_for_names(resolver, names, policy, resolver.clock(), 11);
-    CHECK_FALSE(outcome.all_resolved);
-    int total = 0;
-    for (const auto& [name, count] : resolver.lookups) total += count;
-    // The first window of 64, then the window has halved down to one lookup at a time.
-    CHECK(total >= 64);
-    CHECK(total <= 64 + 8);
+    SUBCASE("the window follows the reason, not the text") {
+      for (const auto& name : names) resolver.answers[name] = failing(LookupReason::other, "timeout");
+      // Every answer grows the window back: each 500 ms, a full window of retries.
+      CHECK(lookups_made() > 64 * 4);
+    }
   }
 
   SUBCASE("no names: done at once") {

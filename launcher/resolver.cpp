@@ -1,13 +1,22 @@
-// The c-ares Resolver: one channel, lookups driven by the classic ares_fds/ares_timeout/select loop.
+// The c-ares Resolver: one channel whose sockets c-ares reports through its socket-state
+// callback, driven with poll(2) (select(2) cannot wait on a descriptor numbered 1024 or more,
+// and a parent may leave that many open).
 #include "resolver.h"
 
 #include <arpa/inet.h>
 #include <ares.h>
 #include <netdb.h>
-#include <sys/select.h>
+#include <poll.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
 #include <mutex>
+
+#include "cluster.h"
+#include "log.h"
 
 namespace tfboot {
 
@@ -52,34 +61,82 @@ LookupResult failure_of(int status, LookupReason no_data) {
   return lookup_failure(reason_of(status), ares_strerror(status));
 }
 
+std::optional<std::string> numeric_text(const sockaddr* address) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* bytes = nullptr;
+  if (address->sa_family == AF_INET) bytes = &reinterpret_cast<const sockaddr_in*>(address)->sin_addr;
+  else if (address->sa_family == AF_INET6) bytes = &reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+  else return std::nullopt;
+  if (!inet_ntop(address->sa_family, bytes, text, sizeof text)) return std::nullopt;
+  return std::string(text);
+}
+
 LookupResult addresses_of(const ares_addrinfo* info) {
   std::vector<std::string> v4, v6;
   for (const ares_addrinfo_node* node = info ? info->nodes : nullptr; node; node = node->ai_next) {
-    char text[INET6_ADDRSTRLEN] = {};
-    if (node->ai_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(node->ai_addr)->sin_addr, text, sizeof text);
-      v4.emplace_back(text);
-    } else if (node->ai_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(node->ai_addr)->sin6_addr, text, sizeof text);
-      v6.emplace_back(text);
-    }
+    if (!node->ai_addr) continue;
+    if (auto text = numeric_text(node->ai_addr)) (node->ai_family == AF_INET ? v4 : v6).push_back(std::move(*text));
   }
   if (v4.empty() && v6.empty()) return lookup_failure(LookupReason::no_address_records);
   v4.insert(v4.end(), v6.begin(), v6.end());
   return lookup_success(std::move(v4));
 }
 
+using Done = std::function<void(LookupResult)>;
+
+class CaresResolver;
+
+// What a c-ares callback gets as its argument.
+struct PendingLookup {
+  CaresResolver* resolver = nullptr;
+  Done done;
+  // Reverse lookups only: the address asked about.
+  in6_addr address{};  // large enough for an in_addr too
+  int length = 0;
+  int family = AF_INET;
+};
+
 class CaresResolver final : public Resolver {
  public:
-  explicit CaresResolver(ares_channel channel) : channel_(channel) {}
-  ~CaresResolver() override { ares_destroy(channel_); }
+  CaresResolver() = default;
+  ~CaresResolver() override {
+    if (channel_) ares_destroy(channel_);
+  }
   CaresResolver(const CaresResolver&) = delete;
   CaresResolver& operator=(const CaresResolver&) = delete;
+
+  Result<void> open(const ResolverSettings& settings) {
+    ares_options options{};
+    int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS | ARES_OPT_SOCK_STATE_CB;
+    // NOCHECKRESP: report SERVFAIL and REFUSED as such (otherwise they look like a refused
+    // connection), so the log can say "DNS in trouble" precisely. Our own loop does the retries.
+    options.flags = ARES_FLAG_NOCHECKRESP;
+    options.timeout = static_cast<int>(settings.per_try_timeout.count());
+    options.tries = 1;
+    std::string lookups = settings.use_hosts_file ? "fb" : "b";
+    options.lookups = lookups.data();
+    options.sock_state_cb = &CaresResolver::on_socket_state;
+    options.sock_state_cb_data = this;
+    int status = ares_init_options(&channel_, &options, mask);
+    if (status != ARES_SUCCESS) {
+      channel_ = nullptr;
+      return make_error(exit_code::usage,
+                        std::string("cannot set up DNS resolver from /etc/resolv.conf: ") + ares_strerror(status));
+    }
+    if (!settings.servers_csv.empty()) {
+      status = ares_set_servers_ports_csv(channel_, settings.servers_csv.c_str());
+      if (status != ARES_SUCCESS) {
+        return usage_error(settings.servers_source + " '" + settings.servers_csv + "' is not a list of ip[:port]: " +
+                           ares_strerror(status));
+      }
+    }
+    return {};
+  }
 
   // A first, and AAAA only when the name exists without an A record: one query per peer in
   // the usual IPv4 cluster (half the load on the cluster DNS of an A+AAAA pair), and IPv6-only
   // peers still resolve. A dual-stack peer is reported with its IPv4 addresses.
-  void start_lookup(const std::string& name, std::function<void(LookupResult)> done) override {
+  void start_lookup(const std::string& name, Done done) override {
     lookup_family(name, AF_INET, [this, name, done = std::move(done)](LookupResult result) mutable {
       if (result.reason == LookupReason::no_address_records) {
         lookup_family(name, AF_INET6, std::move(done));
@@ -89,48 +146,49 @@ class CaresResolver final : public Resolver {
     });
   }
 
-  void lookup_family(const std::string& name, int family, std::function<void(LookupResult)> done) {
-    ares_addrinfo_hints hints{};
-    hints.ai_family = family;
-    // NOSORT: RFC 6724 sorting would connect() a UDP socket per address; we only need to know
-    // that the name exists.
-    hints.ai_flags = ARES_AI_NOSORT;
-    auto* callback = new std::function<void(LookupResult)>(std::move(done));
-    ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &CaresResolver::on_done, callback);
-  }
-
-  void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) override {
-    in6_addr storage{};
-    int family = address.find(':') == std::string::npos ? AF_INET : AF_INET6;
-    if (inet_pton(family, address.c_str(), &storage) != 1) {
-      done(lookup_failure(LookupReason::bad_address));
+  void start_reverse_lookup(const std::string& address, Done done) override {
+    auto lookup = std::make_unique<PendingLookup>(PendingLookup{.resolver = this, .done = std::move(done)});
+    lookup->family = address.find(':') == std::string::npos ? AF_INET : AF_INET6;
+    lookup->length = lookup->family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr);
+    if (inet_pton(lookup->family, address.c_str(), &lookup->address) != 1) {
+      lookup->done(lookup_failure(LookupReason::bad_address));
       return;
     }
-    auto* callback = new std::function<void(LookupResult)>(std::move(done));
-    ares_gethostbyaddr(channel_, &storage, family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr), family,
-                       &CaresResolver::on_reverse_done, callback);
+    PendingLookup* pending = lookup.release();  // owned by on_reverse_done from here
+    ares_gethostbyaddr(channel_, &pending->address, pending->length, pending->family, &CaresResolver::on_reverse_done,
+                       pending);
   }
 
   void process(std::chrono::milliseconds budget) override {
-    fd_set readers, writers;
-    FD_ZERO(&readers);
-    FD_ZERO(&writers);
-    int nfds = ares_fds(channel_, &readers, &writers);
-    timeval max_wait{static_cast<time_t>(budget.count() / 1000), static_cast<suseconds_t>((budget.count() % 1000) * 1000)};
-    if (nfds == 0) {
-      // Nothing in flight: just let the time pass (the caller wakes us for the next retry).
-      timespec pause{max_wait.tv_sec, max_wait.tv_usec * 1000};
-      nanosleep(&pause, nullptr);
+    timeval storage{};
+    const timeval* next_timeout = ares_timeout(channel_, nullptr, &storage);
+    if (sockets_.empty() && !next_timeout) {
+      sleep_for(budget);  // nothing in flight: let the time pass (the caller wakes us for the next retry)
       return;
     }
-    timeval storage{};
-    timeval* wait = ares_timeout(channel_, &max_wait, &storage);
-    int ready = select(nfds, &readers, &writers, nullptr, wait);
-    if (ready < 0) {
-      FD_ZERO(&readers);  // EINTR: still let c-ares handle its timeouts
-      FD_ZERO(&writers);
+    auto wait = budget;
+    if (next_timeout) {
+      // Rounded up: waking before c-ares' timer is due would only spin.
+      auto until_timeout = std::chrono::milliseconds(static_cast<long long>(next_timeout->tv_sec) * 1000 +
+                                                     (next_timeout->tv_usec + 999) / 1000);
+      wait = std::min(wait, until_timeout);
     }
-    ares_process(channel_, &readers, &writers);
+    // Our own copy: c-ares may close and open sockets while it handles one.
+    std::vector<pollfd> polled;
+    for (const auto& [fd, events] : sockets_) polled.push_back({fd, events, 0});
+    if (::poll(polled.data(), polled.size(), static_cast<int>(std::max<long long>(wait.count(), 0))) < 0) {
+      // Interrupted (EINTR): c-ares still handles its timeouts below. Anything else is no normal end.
+      if (errno != EINTR) fail_pending(std::string("poll failed: ") + std::strerror(errno));
+    }
+    bool handled = false;
+    for (const pollfd& entry : polled) {
+      if (!entry.revents) continue;
+      bool readable = entry.revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL);
+      bool writable = entry.revents & POLLOUT;
+      ares_process_fd(channel_, readable ? entry.fd : ARES_SOCKET_BAD, writable ? entry.fd : ARES_SOCKET_BAD);
+      handled = true;
+    }
+    if (!handled) ares_process_fd(channel_, ARES_SOCKET_BAD, ARES_SOCKET_BAD);  // timeouts only
   }
 
   std::vector<std::string> servers() const override {
@@ -139,65 +197,93 @@ class CaresResolver final : public Resolver {
     if (ares_get_servers_ports(channel_, &list) != ARES_SUCCESS) return result;
     for (auto* node = list; node; node = node->next) {
       char text[INET6_ADDRSTRLEN] = {};
-      inet_ntop(node->family, &node->addr, text, sizeof text);
-      int port = node->udp_port ? node->udp_port : 53;
-      result.push_back(node->family == AF_INET6 ? "[" + std::string(text) + "]:" + std::to_string(port)
-                                                : std::string(text) + ":" + std::to_string(port));
+      if (!inet_ntop(node->family, &node->addr, text, sizeof text)) continue;
+      result.push_back(join_host_port(text, node->udp_port ? node->udp_port : 53));
     }
     ares_free_data(list);
     return result;
   }
 
  private:
-  static void on_done(void* arg, int status, int /*timeouts*/, ares_addrinfo* info) {
-    std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
-    // On ares_destroy the pending lookups are cancelled; nobody waits for them any more.
-    if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) {
-      (*callback)(status == ARES_SUCCESS ? addresses_of(info) : failure_of(status, LookupReason::no_address_records));
+  void lookup_family(const std::string& name, int family, Done done) {
+    ares_addrinfo_hints hints{};
+    hints.ai_family = family;
+    // NOSORT: RFC 6724 sorting would connect() a UDP socket per address; we only need to know
+    // that the name exists.
+    hints.ai_flags = ARES_AI_NOSORT;
+    auto* lookup = new PendingLookup{.resolver = this, .done = std::move(done)};
+    ares_getaddrinfo(channel_, name.c_str(), nullptr, &hints, &CaresResolver::on_done, lookup);
+  }
+
+  // Only EINTR is a normal end of the pause; it returns early and the caller's loop goes on.
+  static void sleep_for(std::chrono::milliseconds budget) {
+    timespec pause{static_cast<time_t>(budget.count() / 1000), static_cast<long>(budget.count() % 1000) * 1000000};
+    if (::nanosleep(&pause, nullptr) != 0 && errno != EINTR) {
+      log::warn("DNS lookups: nanosleep failed: {}", std::strerror(errno));
     }
-    if (info) ares_freeaddrinfo(info);
+  }
+
+  // poll itself failed (out of kernel memory, say): every lookup in flight ends as DNS trouble
+  // with that text, and the caller retries them on its schedule.
+  void fail_pending(std::string why) {
+    log::warn("DNS lookups: {}", why);
+    local_failure_ = std::move(why);
+    ares_cancel(channel_);
+    local_failure_.clear();
+  }
+
+  // c-ares tells which sockets to watch, and for what; nothing to watch removes the socket.
+  static void on_socket_state(void* data, ares_socket_t fd, int readable, int writable) {
+    auto& sockets = static_cast<CaresResolver*>(data)->sockets_;
+    if (!readable && !writable) {
+      sockets.erase(fd);
+      return;
+    }
+    sockets[fd] = static_cast<short>((readable ? POLLIN : 0) | (writable ? POLLOUT : 0));
+  }
+
+  // Whether c-ares ended the lookup without an answer: cancelled by fail_pending (then the
+  // lookup fails with poll's error) or by the channel's end (then nobody waits for it).
+  static bool cancelled(int status, PendingLookup& lookup) {
+    if (status == ARES_EDESTRUCTION) return true;
+    if (status != ARES_ECANCELLED) return false;
+    const std::string& why = lookup.resolver->local_failure_;
+    if (!why.empty()) lookup.done(lookup_failure(LookupReason::other, why));
+    return true;
+  }
+
+  static void on_done(void* arg, int status, int /*timeouts*/, ares_addrinfo* info) {
+    std::unique_ptr<PendingLookup> lookup(static_cast<PendingLookup*>(arg));
+    std::unique_ptr<ares_addrinfo, decltype(&ares_freeaddrinfo)> owned(info, &ares_freeaddrinfo);
+    if (cancelled(status, *lookup)) return;
+    lookup->done(status == ARES_SUCCESS ? addresses_of(info) : failure_of(status, LookupReason::no_address_records));
   }
 
   static void on_reverse_done(void* arg, int status, int /*timeouts*/, hostent* host) {
-    std::unique_ptr<std::function<void(LookupResult)>> callback(static_cast<std::function<void(LookupResult)>*>(arg));
-    if (status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) return;
-    if (status != ARES_SUCCESS) (*callback)(failure_of(status, LookupReason::no_ptr_record));
-    else if (host && host->h_name && *host->h_name) (*callback)(lookup_success({host->h_name}));
-    else (*callback)(lookup_failure(LookupReason::no_ptr_record));
+    std::unique_ptr<PendingLookup> lookup(static_cast<PendingLookup*>(arg));
+    if (cancelled(status, *lookup)) return;
+    if (status != ARES_SUCCESS) lookup->done(failure_of(status, LookupReason::no_ptr_record));
+    else if (host && host->h_name && *host->h_name) lookup->done(lookup_success({host->h_name}));
+    else lookup->done(lookup_failure(LookupReason::no_ptr_record));
   }
 
-  ares_channel channel_;
+  ares_channel channel_ = nullptr;
+  std::map<ares_socket_t, short> sockets_;  // what c-ares asked us to poll for
+  std::string local_failure_;               // set while fail_pending cancels the lookups
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Resolver>> make_cares_resolver(const ResolverSettings& settings) {
+  static int library_status = ARES_SUCCESS;
   static std::once_flag library_initialised;
-  std::call_once(library_initialised, [] { ares_library_init(ARES_LIB_INIT_ALL); });
-
-  ares_options options{};
-  int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS;
-  // NOCHECKRESP: report SERVFAIL and REFUSED as such (otherwise they look like a refused
-  // connection), so the log can say "DNS in trouble" precisely. Our own loop does the retries.
-  options.flags = ARES_FLAG_NOCHECKRESP;
-  options.timeout = static_cast<int>(settings.per_try_timeout.count());
-  options.tries = 1;
-  std::string lookups = settings.use_hosts_file ? "fb" : "b";
-  options.lookups = lookups.data();
-  ares_channel channel = nullptr;
-  int status = ares_init_options(&channel, &options, mask);
-  if (status != ARES_SUCCESS) {
-    return make_error(exit_code::usage, std::string("cannot set up DNS resolver from /etc/resolv.conf: ") + ares_strerror(status));
+  std::call_once(library_initialised, [] { library_status = ares_library_init(ARES_LIB_INIT_ALL); });
+  if (library_status != ARES_SUCCESS) {
+    return make_error(exit_code::usage, std::string("cannot set up DNS resolver: ") + ares_strerror(library_status));
   }
-  if (!settings.servers_csv.empty()) {
-    status = ares_set_servers_ports_csv(channel, settings.servers_csv.c_str());
-    if (status != ARES_SUCCESS) {
-      ares_destroy(channel);
-      return usage_error(settings.servers_source + " '" + settings.servers_csv + "' is not a list of ip[:port]: " +
-                         ares_strerror(status));
-    }
-  }
-  return std::unique_ptr<Resolver>(new CaresResolver(channel));
+  auto resolver = std::make_unique<CaresResolver>();
+  if (auto opened = resolver->open(settings); !opened) return std::unexpected(opened.error());
+  return std::unique_ptr<Resolver>(std::move(resolver));
 }
 
 }  // namespace tfboot

@@ -1,0 +1,73 @@
+"""The resolver against a real dnsmasq on a private network of namespaces (needs root).
+
+What the DNS wait and the PTR lookup survive: many inherited descriptors, so that tfboot's own
+sockets are numbered past select()'s limit of 1024.
+"""
+
+import json
+import sys
+
+import pytest
+
+from harness.cluster import ClusterNetwork
+
+SERVICE_SUFFIX = "mnist.default.svc.cluster.local"
+COMPOSE_RESOLV = "nameserver {dns}\noptions ndots:0\n"
+
+# Run inside the pod in place of tfboot: raises the descriptor limit, keeps descriptors 0..1100
+# and 1500 open (inheritable), then execs tfboot (still PID 1). tfboot's own sockets and files
+# therefore get numbers above 1100.
+MANY_FDS = r"""
+import os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+limit = 4096 if hard == resource.RLIM_INFINITY else max(hard, 4096)
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+null = os.open("/dev/null", os.O_RDONLY)
+os.set_inheritable(null, True)
+for fd in list(range(3, 1101)) + [1500]:
+    if fd != null:
+        os.dup2(null, fd)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.fixture
+def net():
+    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
+        yield network
+
+
+@pytest.fixture
+def compose_net():
+    with ClusterNetwork(service="", namespace="default", cluster_domain="cluster.local") as network:
+        yield network
+
+
+def finish(proc, timeout=60):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def test_dns_wait_with_inherited_descriptors_past_1024(net, tfboot):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    proc = net.run(pods[1], [sys.executable, "-I", "-S", "-c", MANY_FDS, tfboot, "--print"],
+                   env={"TFBOOT_CLUSTER": "worker=2"})
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert json.loads(out) == {
+        "cluster": {"worker": [f"mnist-worker-{i}.{SERVICE_SUFFIX}:2222" for i in range(2)]},
+        "task": {"type": "worker", "index": 1}}
+
+
+def test_ptr_lookup_with_inherited_descriptors_past_1024(compose_net, tfboot):
+    pod = compose_net.add_pod("proj-worker-2", hostname="3f2a9c1b7d42", service="")
+    pod.set_resolv(COMPOSE_RESOLV.format(dns=compose_net.dns_ip))
+    compose_net.publish_name("proj-worker-2.proj_default", pod.ip, "proj-worker-2")
+    proc = compose_net.run(pod, [sys.executable, "-I", "-S", "-c", MANY_FDS, tfboot, "--identity-from", "ptr",
+                                 "--print", "--wait", "0"], env={"TFBOOT_CLUSTER": "worker=2"})
+    code, out, err = finish(proc)
+    assert code == 0, err
+    assert json.loads(out) == {"cluster": {"worker": ["proj-worker-1:2222", "proj-worker-2:2222"]},
+                               "task": {"type": "worker", "index": 1}}

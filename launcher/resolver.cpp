@@ -4,6 +4,7 @@
 #include "resolver.h"
 
 #include <arpa/inet.h>
+#include <arpa/nameser.h>
 #include <ares.h>
 #include <netdb.h>
 #include <poll.h>
@@ -39,6 +40,28 @@ LookupResult lookup_failure(LookupReason reason, std::string detail) {
     case LookupReason::other: break;
   }
   return result(LookupStatus::dns_trouble, detail.empty() ? std::string("lookup failed") : std::move(detail));
+}
+
+std::optional<std::string> reverse_lookup_name(std::string_view address) {
+  std::string text(address);
+  static constexpr char hex[] = "0123456789abcdef";
+  if (in_addr v4{}; inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&v4);
+    std::string name;
+    for (int i = 3; i >= 0; --i) name += std::to_string(bytes[i]) + ".";
+    return name + "in-addr.arpa";
+  }
+  if (in6_addr v6{}; inet_pton(AF_INET6, text.c_str(), &v6) == 1) {
+    std::string name;
+    for (int i = 15; i >= 0; --i) {
+      name += hex[v6.s6_addr[i] & 15];
+      name += '.';
+      name += hex[v6.s6_addr[i] >> 4];
+      name += '.';
+    }
+    return name + "ip6.arpa";
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -90,7 +113,7 @@ class CaresResolver;
 struct PendingLookup {
   CaresResolver* resolver = nullptr;
   Done done;
-  // Reverse lookups only: the address asked about.
+  // Reverse lookups only: the address asked about, which ares_parse_ptr_reply wants back.
   in6_addr address{};  // large enough for an in_addr too
   int length = 0;
   int family = AF_INET;
@@ -146,7 +169,14 @@ class CaresResolver final : public Resolver {
     });
   }
 
+  // A query for the PTR record itself rather than ares_gethostbyaddr, which reports every
+  // failure (timeout, SERVFAIL, REFUSED) as "not found".
   void start_reverse_lookup(const std::string& address, Done done) override {
+    auto name = reverse_lookup_name(address);
+    if (!name) {
+      done(lookup_failure(LookupReason::bad_address));
+      return;
+    }
     auto lookup = std::make_unique<PendingLookup>(PendingLookup{.resolver = this, .done = std::move(done)});
     lookup->family = address.find(':') == std::string::npos ? AF_INET : AF_INET6;
     lookup->length = lookup->family == AF_INET ? sizeof(in_addr) : sizeof(in6_addr);
@@ -154,9 +184,8 @@ class CaresResolver final : public Resolver {
       lookup->done(lookup_failure(LookupReason::bad_address));
       return;
     }
-    PendingLookup* pending = lookup.release();  // owned by on_reverse_done from here
-    ares_gethostbyaddr(channel_, &pending->address, pending->length, pending->family, &CaresResolver::on_reverse_done,
-                       pending);
+    ares_query(channel_, name->c_str(), ns_c_in, ns_t_ptr, &CaresResolver::on_reverse_done,
+               lookup.release());  // owned by on_reverse_done from here
   }
 
   void process(std::chrono::milliseconds budget) override {
@@ -259,9 +288,16 @@ class CaresResolver final : public Resolver {
     lookup->done(status == ARES_SUCCESS ? addresses_of(info) : failure_of(status, LookupReason::no_address_records));
   }
 
-  static void on_reverse_done(void* arg, int status, int /*timeouts*/, hostent* host) {
+  static void on_reverse_done(void* arg, int status, int /*timeouts*/, unsigned char* answer, int length) {
     std::unique_ptr<PendingLookup> lookup(static_cast<PendingLookup*>(arg));
     if (cancelled(status, *lookup)) return;
+    if (status != ARES_SUCCESS) {
+      lookup->done(failure_of(status, LookupReason::no_ptr_record));
+      return;
+    }
+    hostent* host = nullptr;
+    status = ares_parse_ptr_reply(answer, length, &lookup->address, lookup->length, lookup->family, &host);
+    std::unique_ptr<hostent, decltype(&ares_free_hostent)> owned(host, &ares_free_hostent);
     if (status != ARES_SUCCESS) lookup->done(failure_of(status, LookupReason::no_ptr_record));
     else if (host && host->h_name && *host->h_name) lookup->done(lookup_success({host->h_name}));
     else lookup->done(lookup_failure(LookupReason::no_ptr_record));

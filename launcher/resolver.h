@@ -4,7 +4,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "error.h"
@@ -52,6 +54,9 @@ class Resolver {
   // The servers queried, for the log and startup.json.
   virtual std::vector<std::string> servers() const = 0;
 };
+
+// "10.1.2.3" -> "3.2.1.10.in-addr.arpa", IPv6 as nibbles under ip6.arpa; nullopt unless numeric.
+std::optional<std::string> reverse_lookup_name(std::string_view address);
 
 struct ResolverSettings {
   std::string servers_csv;  // "ip[:port],..." or empty for resolv.conf's

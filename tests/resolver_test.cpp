@@ -1,9 +1,23 @@
-// The resolver's pure parts: what each failure reason means.
+// The resolver's pure parts: reverse names, and what each failure reason means.
 #include <doctest/doctest.h>
 
 #include "resolver.h"
 
 namespace tfboot {
+
+TEST_CASE("resolver::reverse_lookup_name") {
+  CHECK(reverse_lookup_name("10.1.2.3") == "3.2.1.10.in-addr.arpa");
+  CHECK(reverse_lookup_name("192.168.200.7") == "7.200.168.192.in-addr.arpa");
+  CHECK(reverse_lookup_name("fd00::21") == "1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa");
+  CHECK(reverse_lookup_name("2001:db8::abcd") ==
+        "d.c.b.a.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa");
+  SUBCASE("anything but a numeric address has no reverse name") {
+    for (const char* text : {"", "10.1.2", "10.1.2.256", "host", "::g", "10.1.2.3 ", "fe80::1%eth0"}) {
+      CAPTURE(text);
+      CHECK(reverse_lookup_name(text) == std::nullopt);
+    }
+  }
+}
 
 TEST_CASE("resolver::lookup_failure") {
   struct Row {

@@ -1,7 +1,8 @@
 """The resolver against a real dnsmasq on a private network of namespaces (needs root).
 
-What the DNS wait and the PTR lookup survive: many inherited descriptors, so that tfboot's own
-sockets are numbered past select()'s limit of 1024.
+What the DNS wait and the PTR lookup report, and what they survive: many inherited descriptors
+(so that tfboot's own sockets are numbered past select()'s limit of 1024), and a PTR lookup that
+meets a server in trouble.
 """
 
 import json
@@ -48,6 +49,12 @@ def finish(proc, timeout=60):
     return proc.returncode, out, err
 
 
+def error_line(err):
+    lines = [line for line in err.splitlines() if " error " in line]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
 def test_dns_wait_with_inherited_descriptors_past_1024(net, tfboot):
     pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
     for pod in pods:
@@ -71,3 +78,43 @@ def test_ptr_lookup_with_inherited_descriptors_past_1024(compose_net, tfboot):
     assert code == 0, err
     assert json.loads(out) == {"cluster": {"worker": ["proj-worker-1:2222", "proj-worker-2:2222"]},
                                "task": {"type": "worker", "index": 1}}
+
+
+# (fault the DNS server shows, how the PTR lookup's failure must be named)
+PTR_FAULTS = [
+    ("servfail", "SERVFAIL"),
+    ("refused", "REFUSED"),
+    ("dropped", "timeout"),
+    ("stopped", "connection refused"),
+]
+
+
+@pytest.mark.parametrize("fault, shown", PTR_FAULTS, ids=[fault for fault, _ in PTR_FAULTS])
+def test_ptr_lookup_names_the_dns_trouble(compose_net, tfboot, fault, shown):
+    pod = compose_net.add_pod("proj-worker-1", hostname="aa01", service="")
+    pod.set_resolv(COMPOSE_RESOLV.format(dns=compose_net.dns_ip))
+    compose_net.publish_name("proj-worker-1.proj_default", pod.ip, "proj-worker-1")
+    if fault == "dropped":
+        compose_net.drop_dns_packets(100)
+    elif fault == "stopped":
+        compose_net.stop_dns()
+    else:
+        compose_net.set_dns_failure(fault)
+    proc = compose_net.run(pod, [tfboot, "--identity-from", "ptr", "--print", "--wait", "2s"],
+                           env={"TFBOOT_CLUSTER": "worker=2"})
+    code, out, err = finish(proc)
+    assert code == 3, err
+    assert out == ""
+    line = error_line(err)
+    assert f"the PTR record of own address {pod.ip} did not resolve within" in line
+    assert line.endswith(f"({shown})"), line
+
+
+def test_ptr_lookup_of_an_address_without_a_record_is_nxdomain(compose_net, tfboot):
+    pod = compose_net.add_pod("lonely", hostname="dd01", service="")
+    pod.set_resolv(COMPOSE_RESOLV.format(dns=compose_net.dns_ip))
+    proc = compose_net.run(pod, [tfboot, "--identity-from", "ptr", "--print", "--wait", "2s"],
+                           env={"TFBOOT_CLUSTER": "worker=2"})
+    code, out, err = finish(proc)
+    assert code == 3, err
+    assert error_line(err).endswith("(NXDOMAIN)")

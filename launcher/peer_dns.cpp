@@ -89,6 +89,22 @@ Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts
                                                      (last.error.empty() ? std::string("timeout") : last.error) + ")");
 }
 
+Result<std::vector<std::string>> resolve_once(const Options& options, const PeerAddress& peer,
+                                              std::chrono::milliseconds at_most) {
+  auto resolver = make_cares_resolver(resolver_settings(options, !peer.fully_qualified));
+  if (!resolver) return std::unexpected(resolver.error());
+  std::optional<LookupResult> answer;
+  (*resolver)->start_lookup(peer.lookup_name(), [&](LookupResult result) { answer = std::move(result); });
+  const auto deadline = SteadyClock::now() + at_most;
+  while (!answer && SteadyClock::now() < deadline) (*resolver)->process(std::chrono::milliseconds(100));
+  if (!answer) return make_error(exit_code::peers_unresolved, "DNS in trouble: timeout");
+  if (answer->status != LookupStatus::resolved) {
+    NameStatus status{.name = peer.name, .tries = 1, .last_status = answer->status, .last_error = answer->error};
+    return make_error(exit_code::peers_unresolved, describe(status));
+  }
+  return answer->addresses;
+}
+
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
                                  const HostFacts& facts, SteadyClock::time_point deadline) {
   DnsResult result;
@@ -101,7 +117,10 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
   for (const auto& peer : peers) names.push_back(peer.lookup_name());
   WaitPolicy policy;
   policy.deadline = std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()));
-  log::info("waiting up to {} for {} names to resolve through {}", seconds_text(policy.deadline), names.size(),
+  // What is left of --wait, to the second (the steps before took a few milliseconds of it).
+  auto shown = policy.deadline >= std::chrono::seconds(1) ? std::chrono::milliseconds(std::chrono::round<std::chrono::seconds>(policy.deadline))
+                                                           : policy.deadline;
+  log::info("waiting up to {} for {} names to resolve through {}", seconds_text(shown), names.size(),
             result.servers.empty() ? std::string("no servers") : result.servers.front());
   auto outcome = wait_for_names(**resolver, names, policy, [] { return SteadyClock::now(); },
                                 static_cast<std::uint64_t>(::getpid()) ^

@@ -27,6 +27,11 @@ struct DnsResult {
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
                                  const HostFacts& facts, std::chrono::steady_clock::time_point deadline);
 
+// One lookup of `peer`'s name, for at most `at_most`: its addresses, or the error as text
+// ("not published yet: NXDOMAIN"). Used to find the job's coordinator before each connection.
+Result<std::vector<std::string>> resolve_once(const Options& options, const PeerAddress& peer,
+                                              std::chrono::milliseconds at_most);
+
 // Docker's embedded DNS answers the PTR of a container's IP with "<project>-<service>-<N>.<network>".
 // Retried until `deadline`, since the record may lag the container's start.
 Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts,

@@ -44,7 +44,7 @@ struct InitState {
   const InitSettings& settings;
   std::size_t command = 0;
   int stop_requests = 0;
-  std::optional<JobDecision> decision;  // the job told us to stop
+  std::optional<JobOutcome> decision;  // the job told us to stop
   SteadyTime term_at = SteadyTime::max();  // when the job's stop sends SIGTERM
   SteadyTime kill_at = SteadyTime::max();  // when the grace after it runs out
 };

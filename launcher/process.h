@@ -17,7 +17,7 @@ namespace tfboot {
 class ChildSet;
 
 // What the job decided for this task: stop the command and end tfboot with `exit_code`.
-struct JobDecision {
+struct JobOutcome {
   int exit_code = 0;
   std::string reason;  // one line for the log
 };
@@ -29,7 +29,7 @@ class JobChannel {
   virtual void add_poll_fds(std::vector<pollfd>& fds) const = 0;
   virtual std::chrono::steady_clock::time_point next_wakeup() const = 0;
   // Handles what is ready or due; a decision once the job has made one.
-  virtual std::optional<JobDecision> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) = 0;
+  virtual std::optional<JobOutcome> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) = 0;
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
   virtual void report_exit(int exit_code) = 0;
 };

@@ -6,7 +6,8 @@ import stat
 
 import pytest
 
-CLUSTER = {"TFBOOT_CLUSTER": "worker=3"}
+# One task of a job, alone: the job's control channel is off (test_supervision.py covers it).
+CLUSTER = {"TFBOOT_CLUSTER": "worker=3", "TFBOOT_CONTROL_PORT": "0"}
 
 
 def one_error_line(result):
@@ -111,7 +112,7 @@ def test_bad_input_is_one_line_and_exit_code(run_tfboot, tmp_path, args, env, co
 
 def test_exec_passes_argv_and_env_untouched(run_tfboot, tmp_path):
     tricky = ["a b", '"quoted"', "$HOME", "it's", "*", "--cluster", ""]
-    env = {"POD_NAME": "m-worker-2", "TFBOOT_CLUSTER": "worker=3", "TFBOOT_WAIT": "0", "USER_VALUE": "x y $z",
+    env = {"POD_NAME": "m-worker-2", **CLUSTER, "TFBOOT_WAIT": "0", "USER_VALUE": "x y $z",
            "TFBOOT_LOG_ROOT": str(tmp_path / "logs")}
     printed = run_tfboot(["--", "/usr/bin/printf", "%s\\0", *tricky], env=env)
     assert printed.returncode == 0, printed.stderr
@@ -127,7 +128,8 @@ def test_exec_passes_argv_and_env_untouched(run_tfboot, tmp_path):
 
 
 def test_log_dir_files(run_tfboot, tmp_path):
-    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=2", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path / "r")}
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=2", "TFBOOT_CONTROL_PORT": "0", "TFBOOT_WAIT": "0",
+           "TFBOOT_LOG_ROOT": str(tmp_path / "r")}
     assert run_tfboot(["true"], env=env).returncode == 0
     log_dir = tmp_path / "r" / "worker_0"
     assert sorted(os.listdir(log_dir)) == ["startup.json", "tf_config.json"], "no temporary file left"
@@ -181,7 +183,7 @@ def test_command_exit_status_passes_through(run_tfboot, tmp_path):
 
 
 def test_json_log_format_is_one_object_per_line(run_tfboot, tmp_path):
-    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=9", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path),
+    env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=9", "TFBOOT_CONTROL_PORT": "0", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path),
            "TFBOOT_LOG_FORMAT": "json"}
     result = run_tfboot(["--cluster", "worker=0,ps=1", "true"], env=env)
     assert result.returncode == 2

@@ -14,6 +14,8 @@ import pytest
 from harness.cluster import ClusterNetwork
 
 SERVICE_SUFFIX = "mnist.default.svc.cluster.local"
+# One task of a job run alone: the job's control channel is off (test_supervision.py covers it).
+ALONE = {"TFBOOT_CONTROL_PORT": "0"}
 
 
 def fqdn(host):
@@ -61,7 +63,7 @@ def test_all_peers_present_zero_config(net, tfboot):
 def test_at_most_two_queries_per_name_and_startup_json(net, tfboot, tmp_path):
     pods = workers(net, 4)
     net.reset_dns_query_count()
-    proc = start(net, tfboot, pods[2], ["--", "true"], {"TFBOOT_CLUSTER": "worker=4"}, log_root=tmp_path)
+    proc = start(net, tfboot, pods[2], ["--", "true"], ALONE | {"TFBOOT_CLUSTER": "worker=4"}, log_root=tmp_path)
     code, _, err = finish(proc)
     assert code == 0, err
     queries = net.dns_queries()
@@ -117,7 +119,8 @@ def test_peer_that_never_appears_exits_3_on_time_with_progress(net, tfboot, tmp_
 def test_thirty_percent_of_dns_packets_dropped(net, tfboot, tmp_path):
     pods = workers(net, 20)
     net.drop_dns_packets(30)
-    proc = start(net, tfboot, pods[5], ["--wait", "60s", "--", "true"], {"TFBOOT_CLUSTER": "worker=20"}, log_root=tmp_path)
+    proc = start(net, tfboot, pods[5], ["--wait", "60s", "--", "true"], ALONE | {"TFBOOT_CLUSTER": "worker=20"},
+                 log_root=tmp_path)
     code, _, err = finish(proc, timeout=90)
     assert code == 0, err
     startup = json.loads((tmp_path / "worker_5" / "startup.json").read_text())
@@ -187,7 +190,7 @@ def test_own_record_pointing_elsewhere_is_a_warning(net, tfboot, tmp_path):
     pods = workers(net, 2, publish=False)
     net.publish(pods[0], ip=pods[1].ip)  # stale record: worker-0's name has worker-1's address
     net.publish(pods[1])
-    proc = start(net, tfboot, pods[0], ["--", "true"], {"TFBOOT_CLUSTER": "worker=2"}, log_root=tmp_path)
+    proc = start(net, tfboot, pods[0], ["--", "true"], ALONE | {"TFBOOT_CLUSTER": "worker=2"}, log_root=tmp_path)
     code, _, err = finish(proc)
     assert code == 0, err
     warning = [line for line in err.splitlines() if " warning " in line]

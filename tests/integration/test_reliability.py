@@ -11,7 +11,8 @@ import time
 import pytest
 
 W = {"POD_NAME": "m-worker-0"}
-CLUSTER = {**W, "TFBOOT_CLUSTER": "worker=2"}
+# One task of a job, alone: the job's control channel is off (test_supervision.py covers it).
+CLUSTER = {**W, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_CONTROL_PORT": "0"}
 LONG_LABEL = "a" * 64
 LONG_NAME = ".".join(["b" * 60] * 5)  # 304 characters
 

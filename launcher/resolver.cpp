@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
+#include <expected>
 #include <map>
 #include <mutex>
 
@@ -40,6 +42,69 @@ LookupResult lookup_failure(LookupReason reason, std::string detail) {
     case LookupReason::other: break;
   }
   return result(LookupStatus::dns_trouble, detail.empty() ? std::string("lookup failed") : std::move(detail));
+}
+
+namespace {
+
+// 1..65535 in decimal digits, else nullopt.
+std::optional<int> parse_port(std::string_view text) {
+  if (text.empty() || text.size() > 5 || !std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  int port = 0;
+  if (std::from_chars(text.data(), text.data() + text.size(), port).ec != std::errc{}) return std::nullopt;
+  if (port < 1 || port > 65535) return std::nullopt;
+  return port;
+}
+
+// One "ip[:port]" entry, or what is wrong with it.
+std::expected<DnsServer, std::string> parse_dns_server(std::string_view entry) {
+  const std::string quoted = "'" + std::string(entry) + "'";
+  if (entry.empty()) return std::unexpected("an entry is empty (expected ip[:port],...)");
+  std::string_view host = entry;
+  std::optional<std::string_view> port_text;
+  bool ipv6 = false;
+  if (entry.starts_with('[')) {
+    auto close = entry.find(']');
+    if (close == std::string_view::npos) return std::unexpected(quoted + " has no closing ']'");
+    host = entry.substr(1, close - 1);
+    ipv6 = true;
+    std::string_view rest = entry.substr(close + 1);
+    if (!rest.empty() && !rest.starts_with(':')) return std::unexpected(quoted + " is not [ip]:port");
+    if (!rest.empty()) port_text = rest.substr(1);
+  } else if (std::ranges::count(entry, ':') > 1) {
+    ipv6 = true;  // a bare IPv6 address has no port; "[ip]:port" gives one
+  } else if (auto colon = entry.find(':'); colon != std::string_view::npos) {
+    host = entry.substr(0, colon);
+    port_text = entry.substr(colon + 1);
+  }
+  if (port_text && port_text->empty()) return std::unexpected(quoted + " has an empty port");
+  std::string address(host);
+  unsigned char bytes[sizeof(in6_addr)];
+  if (inet_pton(ipv6 ? AF_INET6 : AF_INET, address.c_str(), bytes) != 1) {
+    return std::unexpected("'" + address + "' is not an " + (ipv6 ? "IPv6" : "IPv4") +
+                           " address (expected ip[:port], IPv6 as [ip]:port)");
+  }
+  if (!port_text) return DnsServer{address, 53};
+  auto port = parse_port(*port_text);
+  if (!port) return std::unexpected("port '" + std::string(*port_text) + "' is not a number in 1..65535");
+  return DnsServer{address, *port};
+}
+
+}  // namespace
+
+// c-ares' own parser is not used: it takes a port modulo 65536 (65589 is 53) without a word.
+Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::string_view source) {
+  std::vector<DnsServer> servers;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = list.find(',', start);
+    auto server = parse_dns_server(list.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (!server) return usage_error(std::string(source) + " '" + std::string(list) + "': " + server.error());
+    servers.push_back(std::move(*server));
+    if (comma == std::string_view::npos) return servers;
+    start = comma + 1;
+  }
 }
 
 std::optional<std::string> reverse_lookup_name(std::string_view address) {
@@ -146,12 +211,24 @@ class CaresResolver final : public Resolver {
       return make_error(exit_code::usage,
                         std::string("cannot set up DNS resolver from /etc/resolv.conf: ") + ares_strerror(status));
     }
-    if (!settings.servers_csv.empty()) {
-      status = ares_set_servers_ports_csv(channel_, settings.servers_csv.c_str());
-      if (status != ARES_SUCCESS) {
-        return usage_error(settings.servers_source + " '" + settings.servers_csv + "' is not a list of ip[:port]: " +
-                           ares_strerror(status));
+    if (settings.servers_csv.empty()) return {};
+    auto servers = parse_dns_servers(settings.servers_csv, settings.servers_source);
+    if (!servers) return std::unexpected(servers.error());
+    std::vector<ares_addr_port_node> nodes(servers->size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const DnsServer& server = (*servers)[i];
+      ares_addr_port_node& node = nodes[i];
+      node.next = i + 1 < nodes.size() ? &nodes[i + 1] : nullptr;
+      node.family = server.address.find(':') == std::string::npos ? AF_INET : AF_INET6;
+      if (inet_pton(node.family, server.address.c_str(), &node.addr) != 1) {
+        return usage_error(settings.servers_source + ": '" + server.address + "' is not a numeric address");
       }
+      node.udp_port = server.port;
+      node.tcp_port = server.port;
+    }
+    status = ares_set_servers_ports(channel_, nodes.data());
+    if (status != ARES_SUCCESS) {
+      return usage_error(settings.servers_source + " '" + settings.servers_csv + "': " + ares_strerror(status));
     }
     return {};
   }

@@ -55,11 +55,21 @@ class Resolver {
   virtual std::vector<std::string> servers() const = 0;
 };
 
+struct DnsServer {
+  std::string address;  // numeric IPv4 or IPv6, without brackets
+  int port = 53;
+  bool operator==(const DnsServer&) const = default;
+};
+
+// "ip[:port],..." with IPv6 as "[ip]:port" (or a bare IPv6 address, port 53) and ports in
+// 1..65535. An error names `source` (the flag or its env twin) and quotes the whole list.
+Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::string_view source);
+
 // "10.1.2.3" -> "3.2.1.10.in-addr.arpa", IPv6 as nibbles under ip6.arpa; nullopt unless numeric.
 std::optional<std::string> reverse_lookup_name(std::string_view address);
 
 struct ResolverSettings {
-  std::string servers_csv;  // "ip[:port],..." or empty for resolv.conf's
+  std::string servers_csv;  // "ip[:port],..." (see parse_dns_servers) or empty for resolv.conf's
   std::string servers_source;
   std::chrono::milliseconds per_try_timeout{500};
   bool use_hosts_file = true;  // false: DNS only, so a pod's own /etc/hosts line proves nothing

@@ -1,9 +1,76 @@
-// The resolver's pure parts: reverse names, and what each failure reason means.
+// The resolver's pure parts: --dns-server lists, reverse names, and what each failure reason means.
 #include <doctest/doctest.h>
 
 #include "resolver.h"
+#include "test_support.h"
 
 namespace tfboot {
+
+TEST_CASE("resolver::parse_dns_servers") {
+  struct Row {
+    const char* behaviour;
+    const char* list;
+    std::vector<DnsServer> expected;
+  };
+  const Row accepted[] = {
+      {"an IPv4 address alone means port 53", "10.0.0.10", {{"10.0.0.10", 53}}},
+      {"an IPv4 address with a port", "10.0.0.10:5353", {{"10.0.0.10", 5353}}},
+      {"the ports at both ends of the range", "10.0.0.1:1,10.0.0.2:65535", {{"10.0.0.1", 1}, {"10.0.0.2", 65535}}},
+      {"IPv6 in brackets with a port", "[::1]:53", {{"::1", 53}}},
+      {"IPv6 in brackets without a port", "[fd00::10]", {{"fd00::10", 53}}},
+      {"a bare IPv6 address has no port", "fd00::10", {{"fd00::10", 53}}},
+      {"a list keeps its order", "10.0.0.2,[fd00::1]:54,10.0.0.1",
+       {{"10.0.0.2", 53}, {"fd00::1", 54}, {"10.0.0.1", 53}}},
+  };
+  for (const auto& row : accepted) {
+    CAPTURE(row.behaviour);
+    auto servers = parse_dns_servers(row.list, "--dns-server");
+    REQUIRE_MESSAGE(servers, error_of(servers));
+    CHECK(*servers == row.expected);
+  }
+
+  struct Bad {
+    const char* behaviour;
+    const char* list;
+    const char* source;
+    const char* message;
+  };
+  const Bad rejected[] = {
+      {"a port above 65535 is not taken modulo 65536", "127.0.0.1:65589", "--dns-server",
+       "--dns-server '127.0.0.1:65589': port '65589' is not a number in 1..65535"},
+      {"the error names the env twin when that is the source", "127.0.0.1:65589", "TFBOOT_DNS_SERVER",
+       "TFBOOT_DNS_SERVER '127.0.0.1:65589': port '65589' is not a number in 1..65535"},
+      {"port 0", "127.0.0.1:0", "--dns-server", "--dns-server '127.0.0.1:0': port '0' is not a number in 1..65535"},
+      {"a signed port", "127.0.0.1:+53", "--dns-server",
+       "--dns-server '127.0.0.1:+53': port '+53' is not a number in 1..65535"},
+      {"a port with trailing text", "127.0.0.1:53x", "--dns-server",
+       "--dns-server '127.0.0.1:53x': port '53x' is not a number in 1..65535"},
+      {"a huge port", "[::1]:99999999999999999999", "--dns-server",
+       "--dns-server '[::1]:99999999999999999999': port '99999999999999999999' is not a number in 1..65535"},
+      {"an empty port", "127.0.0.1:", "--dns-server", "--dns-server '127.0.0.1:': '127.0.0.1:' has an empty port"},
+      {"an empty port after brackets", "[::1]:", "--dns-server", "--dns-server '[::1]:': '[::1]:' has an empty port"},
+      {"a name instead of an address", "not-an-ip", "--dns-server",
+       "--dns-server 'not-an-ip': 'not-an-ip' is not an IPv4 address (expected ip[:port], IPv6 as [ip]:port)"},
+      {"a short IPv4 address", "10.0.1:53", "--dns-server",
+       "--dns-server '10.0.1:53': '10.0.1' is not an IPv4 address (expected ip[:port], IPv6 as [ip]:port)"},
+      {"IPv4 in brackets", "[10.0.0.1]:53", "--dns-server",
+       "--dns-server '[10.0.0.1]:53': '10.0.0.1' is not an IPv6 address (expected ip[:port], IPv6 as [ip]:port)"},
+      {"a missing closing bracket", "[::1:53", "--dns-server", "--dns-server '[::1:53': '[::1:53' has no closing ']'"},
+      {"text between bracket and port", "[::1]x53", "--dns-server", "--dns-server '[::1]x53': '[::1]x53' is not [ip]:port"},
+      {"a space after a comma", "10.0.0.1, 10.0.0.2", "--dns-server",
+       "--dns-server '10.0.0.1, 10.0.0.2': ' 10.0.0.2' is not an IPv4 address (expected ip[:port], IPv6 as [ip]:port)"},
+      {"an empty entry", "10.0.0.1,,10.0.0.2", "--dns-server",
+       "--dns-server '10.0.0.1,,10.0.0.2': an entry is empty (expected ip[:port],...)"},
+      {"a trailing comma", "10.0.0.1,", "--dns-server", "--dns-server '10.0.0.1,': an entry is empty (expected ip[:port],...)"},
+      {"an empty list", "", "--dns-server", "--dns-server '': an entry is empty (expected ip[:port],...)"},
+  };
+  for (const auto& row : rejected) {
+    CAPTURE(row.behaviour);
+    auto servers = parse_dns_servers(row.list, row.source);
+    CHECK(code_of(servers) == exit_code::usage);
+    CHECK(error_of(servers) == row.message);
+  }
+}
 
 TEST_CASE("resolver::reverse_lookup_name") {
   CHECK(reverse_lookup_name("10.1.2.3") == "3.2.1.10.in-addr.arpa");

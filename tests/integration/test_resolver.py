@@ -1,12 +1,13 @@
 """The resolver against a real dnsmasq on a private network of namespaces (needs root).
 
 What the DNS wait and the PTR lookup report, and what they survive: many inherited descriptors
-(so that tfboot's own sockets are numbered past select()'s limit of 1024), and a PTR lookup that
-meets a server in trouble.
+(so that tfboot's own sockets are numbered past select()'s limit of 1024), a PTR lookup that meets
+a server in trouble, and a --dns-server list that is not valid.
 """
 
 import json
 import sys
+import time
 
 import pytest
 
@@ -118,3 +119,43 @@ def test_ptr_lookup_of_an_address_without_a_record_is_nxdomain(compose_net, tfbo
     code, out, err = finish(proc)
     assert code == 3, err
     assert error_line(err).endswith("(NXDOMAIN)")
+
+
+# (how the list is given, the list, the error's text) -- checked before any lookup: exit 2 at once.
+BAD_DNS_SERVERS = [
+    ("flag", "127.0.0.1:65589", "--dns-server '127.0.0.1:65589': port '65589' is not a number in 1..65535"),
+    ("env", "127.0.0.1:65589", "TFBOOT_DNS_SERVER '127.0.0.1:65589': port '65589' is not a number in 1..65535"),
+    ("flag", "10.213.0.2,[::1]:0", "--dns-server '10.213.0.2,[::1]:0': port '0' is not a number in 1..65535"),
+    ("env", "::1]:53", "TFBOOT_DNS_SERVER '::1]:53': '::1]:53' is not an IPv6 address"),
+]
+
+
+@pytest.mark.parametrize("given, servers, message", BAD_DNS_SERVERS)
+def test_bad_dns_server_list_is_a_usage_error(net, tfboot, given, servers, message):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    env = {"TFBOOT_CLUSTER": "worker=2"}
+    args = ["--print", "--wait", "3s"]
+    if given == "flag":
+        args += ["--dns-server", servers]
+    else:
+        env["TFBOOT_DNS_SERVER"] = servers
+    started = time.monotonic()
+    code, out, err = finish(net.run(pods[0], [tfboot, *args], env=env))
+    assert code == 2, err
+    assert out == ""
+    assert message in error_line(err)
+    assert time.monotonic() - started < 2
+
+
+def test_dns_server_with_a_port_is_queried_there(net, tfboot):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    pods[0].set_resolv("search default.svc.cluster.local\nnameserver 10.213.9.9\noptions ndots:5\n")
+    code, out, err = finish(net.run(pods[0], [tfboot, "--print", "--dns-server", f"{net.dns_ip}:53"],
+                                    env={"TFBOOT_CLUSTER": "worker=2"}))
+    assert code == 0, err
+    assert f"through {net.dns_ip}:53" in err
+    assert json.loads(out)["task"] == {"type": "worker", "index": 0}

@@ -156,6 +156,10 @@ class Channel {
   Instant last_heard_;
 };
 
+bool in_cluster(const JobSettings& settings, const JobMember& task) {
+  return std::find(settings.tasks.begin(), settings.tasks.end(), task) != settings.tasks.end();
+}
+
 // poll(2) until `until`; EINTR is a wake-up with nothing ready.
 Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
   auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
@@ -358,6 +362,7 @@ class TaskLink final : public JobLink {
   TaskLink(StartInfo info, const JobSettings& settings, std::optional<Channel> channel, Instant now)
       : JobLink(std::move(info)),
         heartbeat_every_(settings.heartbeat_every),
+        settings_(settings),
         channel_(std::move(channel)),
         watch_(settings.coordinator, channel_.has_value(), settings.peer_silent_after, now),
         next_heartbeat_(now + settings.heartbeat_every) {}
@@ -378,6 +383,10 @@ class TaskLink final : public JobLink {
       auto message = parse_message(*line, Sender::coordinator);
       if (!message) {
         channel_->fail("protocol violation: " + message.error().message);
+        break;
+      }
+      if (const Stop* stop = std::get_if<Stop>(&*message); stop && !in_cluster(settings_, stop->task)) {
+        channel_->fail("protocol violation: a stop for " + stop->task.text() + ", not a task of this job");
         break;
       }
       if (auto event = watch_.on_message(*message, now)) events.push_back(*event);
@@ -408,6 +417,7 @@ class TaskLink final : public JobLink {
 
  private:
   std::chrono::milliseconds heartbeat_every_;
+  JobSettings settings_;  // a copy: the link outlives join_job's argument
   std::optional<Channel> channel_;
   CoordinatorWatch watch_;
   Instant next_heartbeat_;
@@ -759,9 +769,16 @@ class TaskBarrier {
     retry_later(why, now);
   }
 
+  // The coordinator refused us, or we refused what it said: worth a warning (once per reason)
+  // and a place in the deadline's message even when a later attempt only times out.
+  void refused(const std::string& why, Instant now) {
+    if (why != last_refusal_) log::warn("start barrier: {}", why);
+    last_refusal_ = why;
+    drop(why, now);
+  }
+
   void retry_later(const std::string& why, Instant now) {
     last_seen_ = why;
-    last_problem_ = why;
     log::debug("start barrier: {}", why);
     phase_ = Phase::idle;
     auto delay = std::min<std::chrono::milliseconds>(100ms * (1 << std::min(failures_++, 5)), 2s);
@@ -784,7 +801,7 @@ class TaskBarrier {
     while (auto line = channel_->next_line()) {
       auto message = parse_message(*line, Sender::coordinator);
       if (!message) {
-        drop(channel_->peer() + ": protocol violation: " + message.error().message, now);
+        refused(channel_->peer() + ": protocol violation: " + message.error().message, now);
         return std::nullopt;
       }
       if (auto outcome = on_message(*message, now)) return outcome;
@@ -799,10 +816,10 @@ class TaskBarrier {
   void on_accepted(const Accepted& accepted, Instant now);
   Result<std::unique_ptr<JobLink>> on_start(const Start& start, Instant now);
 
-  // Says what it last saw and, when that was no problem, the last problem before it.
+  // Says what it last saw and the last refusal before it.
   Result<std::unique_ptr<JobLink>> give_up() {
     std::string seen = "last: " + last_seen_;
-    if (!last_problem_.empty() && last_problem_ != last_seen_) seen += "; earlier: " + last_problem_;
+    if (!last_refusal_.empty() && last_refusal_ != last_seen_) seen += "; earlier: " + last_refusal_;
     return make_error(exit_code::start_barrier_incomplete, "start barrier incomplete after " + seconds_text(settings_.start_timeout) +
                                                                ": no start from the coordinator " + settings_.coordinator.text() + "; " + seen);
   }
@@ -823,16 +840,13 @@ class TaskBarrier {
   std::size_t next_address_ = 0;
   int failures_ = 0;
   std::string last_seen_ = "not connected yet";
-  std::string last_problem_;
   std::string last_refusal_;
 };
 
 std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Message& message, Instant now) {
   const bool proven = phase_ == Phase::waiting;  // only a coordinator that proved the secret is obeyed
-  if (const Refused* refused = std::get_if<Refused>(&message)) {
-    if (refused->reason != last_refusal_) log::warn("start barrier: the coordinator at {} refused us: {}", channel_->peer(), refused->reason);
-    last_refusal_ = refused->reason;
-    drop(channel_->peer() + " refused us: " + refused->reason, now);
+  if (const Refused* refusal = std::get_if<Refused>(&message)) {
+    refused(channel_->peer() + " refused us: " + refusal->reason, now);
   } else if (const Challenge* challenge = std::get_if<Challenge>(&message); challenge && phase_ == Phase::greeting && challenge_.nonce.empty()) {
     on_challenge(*challenge, now);
   } else if (const Accepted* accepted = std::get_if<Accepted>(&message); accepted && phase_ == Phase::greeting && !challenge_.nonce.empty()) {
@@ -843,18 +857,18 @@ std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Me
   } else if (const Abort* abort = std::get_if<Abort>(&message); abort && proven) {
     return make_error(abort->code, abort->message);
   } else if (const Start* start = std::get_if<Start>(&message); start && proven) {
-    return on_start(*start, now);
+    auto stranger = std::find_if(start->members.begin(), start->members.end(), [&](const MemberInfo& info) { return !in_cluster(settings_, info.task); });
+    if (stranger == start->members.end()) return on_start(*start, now);
+    refused(channel_->peer() + ": protocol violation: the start names " + stranger->task.text() + ", not a task of this job", now);
   } else if (!std::holds_alternative<Ping>(message) || !proven) {
-    drop(channel_->peer() + ": protocol violation: an unexpected '" + std::string(message_type(message)) + "'", now);
+    refused(channel_->peer() + ": protocol violation: an unexpected '" + std::string(message_type(message)) + "'", now);
   }
   return std::nullopt;
 }
 
 void TaskBarrier::on_challenge(const Challenge& challenge, Instant now) {
   if (auto fine = check_challenge(challenge, settings_.job_id, settings_.secret.has_value()); !fine) {
-    if (fine.error().message != last_refusal_) log::warn("start barrier: {}: {}", channel_->peer(), fine.error().message);
-    last_refusal_ = fine.error().message;
-    return drop(channel_->peer() + ": " + fine.error().message, now);
+    return refused(channel_->peer() + ": " + fine.error().message, now);
   }
   challenge_ = challenge;
   hello_.nonce.clear();
@@ -870,8 +884,7 @@ void TaskBarrier::on_challenge(const Challenge& challenge, Instant now) {
 
 void TaskBarrier::on_accepted(const Accepted& accepted, Instant now) {
   if (auto fine = check_accepted(accepted, challenge_, hello_, settings_.secret); !fine) {
-    log::warn("start barrier: {}: {}", channel_->peer(), fine.error().message);
-    return drop(channel_->peer() + ": " + fine.error().message, now);
+    return refused(channel_->peer() + ": " + fine.error().message, now);
   }
   phase_ = Phase::waiting;
   failures_ = 0;

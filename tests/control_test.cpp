@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "control.h"
+#include "control_auth.h"
 #include "test_support.h"
 
 namespace tfboot {
@@ -143,6 +144,9 @@ struct RawClient {
     }
     FAIL("cannot connect to the coordinator");
   }
+  struct Accepted {};
+  RawClient(Accepted, int accepted_fd) : fd(accepted_fd) {}
+  RawClient(const RawClient&) = delete;
   ~RawClient() { ::close(fd); }
   void send_text(const std::string& text) const { REQUIRE(::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size())); }
   // One line, waiting up to a second.
@@ -153,6 +157,26 @@ struct RawClient {
     REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) == 0);
     while (::recv(fd, &c, 1, 0) == 1 && c != '\n') line += c;
     return line;
+  }
+};
+
+// Listens where a coordinator would, to play one.
+struct FakeCoordinator {
+  int fd = -1;
+  explicit FakeCoordinator(int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    int on = 1;
+    REQUIRE(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0);
+    sockaddr_in address{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_LOOPBACK)}};
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(fd, 8) == 0);
+  }
+  ~FakeCoordinator() { ::close(fd); }
+  std::unique_ptr<RawClient> accept() const {
+    int connection = ::accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
+    REQUIRE(connection >= 0);
+    return std::make_unique<RawClient>(RawClient::Accepted{}, connection);
   }
 };
 
@@ -238,8 +262,10 @@ JoinResult stranger_as_worker_1(Job& job, const JobSettings& stranger, const std
   return result;
 }
 
+// A task's deadline message ends "; last: <what it saw>[; earlier: <the last refusal>]".
 std::string last_refusal(const JoinResult& result) {
   const std::string text = error_of(result);
+  if (auto earlier = text.find("; earlier: "); earlier != std::string::npos) return text.substr(earlier + 11);
   auto last = text.find("; last: ");
   return last == std::string::npos ? text : text.substr(last + 8);
 }
@@ -285,6 +311,47 @@ TEST_CASE("control::join_job refuses tasks of another job, a second live hello, 
     auto refused = stranger_as_worker_1(job, none, "(never said hello)");
     CHECK(last_refusal(refused) == "127.0.0.1:" + std::to_string(job.port) +
                                        ": the coordinator requires the shared secret; set --control-secret-file");
+  }
+}
+
+TEST_CASE("control::join_job obeys only a coordinator that proved the secret and names tasks of the job") {
+  Job job;
+  job.secret = "s3cret";
+  job.start_timeout = 1s;
+  FakeCoordinator fake(job.port);
+  auto task = join_async(job.settings("worker:0"));
+  auto peer = fake.accept();
+  const Challenge challenge{the_job_id, std::string(32, 'a'), true};
+  peer->send_text(encode(challenge));
+  auto message = parse_message(peer->read_line(), Sender::task);
+  REQUIRE_MESSAGE(message, error_of(message));
+  const Hello hello = std::get<Hello>(*message);
+  // The task proves the secret first, over our nonce and its own.
+  CHECK(hello.nonce.size() == 32);
+  CHECK(check_hello_proof(hello, challenge, job.secret));
+
+  SUBCASE("a wrong proof from the coordinator: its start is not obeyed") {
+    peer->send_text(encode(Accepted{coordinator_proof("guess", challenge, hello), {}}));
+    peer->send_text(encode(Start{true, {}, {}}));
+    auto result = task.get();
+    INFO(error_of(result));
+    CHECK(code_of(result) == exit_code::start_barrier_incomplete);
+    CHECK(last_refusal(result) == "127.0.0.1:" + std::to_string(job.port) + ": the coordinator's proof of the shared secret is wrong");
+  }
+  SUBCASE("a start naming a task outside the cluster is a protocol violation") {
+    peer->send_text(encode(Accepted{coordinator_proof("s3cret", challenge, hello), {}}));
+    peer->send_text(encode(Start{true, {}, {{member("worker:9"), "h", "n", {}}}}));
+    auto result = task.get();
+    INFO(error_of(result));
+    CHECK(code_of(result) == exit_code::start_barrier_incomplete);
+    CHECK(last_refusal(result) == "127.0.0.1:" + std::to_string(job.port) + ": protocol violation: the start names worker:9, not a task of this job");
+  }
+  SUBCASE("with the right proof the start is obeyed") {
+    peer->send_text(encode(Accepted{coordinator_proof("s3cret", challenge, hello), {}}));
+    peer->send_text(encode(Start{true, {"tensorflow: x"}, {{member("worker:1"), "h", "n", {}}}}));
+    auto result = task.get();
+    REQUIRE_MESSAGE(result, error_of(result));
+    CHECK((*result)->start_info().environment_differences == std::vector<std::string>{"tensorflow: x"});
   }
 }
 

@@ -169,7 +169,7 @@ Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
     for (auto& fd : fds) fd.revents = 0;
     return {};
   }
-  return make_error(exit_code::start_barrier_incomplete, system_error("control channel: poll"));
+  return make_error(exit_code::resources, system_error("control channel: poll"));
 }
 
 short revents_of(const std::vector<pollfd>& fds, int fd) {
@@ -206,13 +206,13 @@ void deliver(const std::vector<Channel*>& channels, Instant until) {
 
 Result<Socket> listen_on(int family, int port) {
   Socket socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket) return make_error(exit_code::usage, system_error("--control-port " + std::to_string(port) + ": socket"));
+  if (!socket) return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": socket"));
   int on = 1;
   int off = 0;
   // A restarted coordinator must get its port back while old connections sit in TIME_WAIT.
   if (::setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
       (family == AF_INET6 && ::setsockopt(socket.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)) {
-    return make_error(exit_code::usage, system_error("--control-port " + std::to_string(port) + ": setsockopt"));
+    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": setsockopt"));
   }
   sockaddr_storage address{};
   socklen_t size = 0;
@@ -226,7 +226,7 @@ Result<Socket> listen_on(int family, int port) {
     size = sizeof v4;
   }
   if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), 128) != 0) {
-    return make_error(exit_code::usage, system_error("--control-port " + std::to_string(port) + ": cannot listen"));
+    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": cannot listen"));
   }
   return socket;
 }

@@ -496,6 +496,14 @@ TEST_CASE("control::join_job in exec mode: the links after the start are inert")
   CHECK(fds.empty());
 }
 
+TEST_CASE("control::join_job: a coordinator whose port is taken ends with the resources code") {
+  Job job;
+  FakeCoordinator taken(job.port);
+  auto result = join_job(job.settings("chief:0"), fingerprint());
+  CHECK(code_of(result) == exit_code::resources);
+  CHECK(error_of(result) == "--control-port " + std::to_string(job.port) + ": cannot listen: Address already in use");
+}
+
 TEST_CASE("control::check_job_settings") {
   Job job;
   JobSettings settings = job.settings("worker:0");

@@ -119,7 +119,8 @@ void set_task(const std::string& task) {
   task_for_signal_handler[length] = '\0';
 }
 
-void write_from_signal_handler(const char* message) {
+void write_from_signal_handler(Level level, const char* message) {
+  const char* name = level_name(level).data();
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   char stamp[32] = {};
@@ -137,7 +138,9 @@ void write_from_signal_handler(const char* message) {
     forward[digits] = '\0';
     at = append(line, at, sizeof line, "{\"time\":");
     at = append(line, at, sizeof line, forward);
-    at = append(line, at, sizeof line, ",\"level\":\"warning\",\"logger\":\"tfboot\",");
+    at = append(line, at, sizeof line, ",\"level\":\"");
+    at = append(line, at, sizeof line, name);
+    at = append(line, at, sizeof line, "\",\"logger\":\"tfboot\",");
     if (task_for_signal_handler[0]) {
       at = append(line, at, sizeof line, "\"task\":\"");
       at = append(line, at, sizeof line, task_for_signal_handler);
@@ -148,7 +151,9 @@ void write_from_signal_handler(const char* message) {
     at = append(line, at, sizeof line, "\"}\n");
   } else {
     at = append(line, at, sizeof line, stamp);
-    at = append(line, at, sizeof line, " tfboot warning ");
+    at = append(line, at, sizeof line, " tfboot ");
+    at = append(line, at, sizeof line, name);
+    at = append(line, at, sizeof line, " ");
     if (task_for_signal_handler[0]) {
       at = append(line, at, sizeof line, "[");
       at = append(line, at, sizeof line, task_for_signal_handler);

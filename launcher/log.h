@@ -24,9 +24,9 @@ bool enabled(Level level);
 // Writes one line (messages are escaped to one line) unless `level` is below the configured one.
 void write(Level level, std::string_view message);
 void write_formatted(Level level, fmt::string_view format, fmt::format_args arguments);
-// For a signal handler: no allocation, no locks, only async-signal-safe calls. `message` is a
-// constant ASCII text without quotes or backslashes; logged at level warning.
-void write_from_signal_handler(const char* message);
+// For a signal handler (and for when memory has run out): no allocation, no locks, only
+// async-signal-safe calls. `message` is a constant ASCII text without quotes or backslashes.
+void write_from_signal_handler(Level level, const char* message);
 
 template <typename... Arguments>
 void trace(fmt::format_string<Arguments...> format, Arguments&&... arguments) {

@@ -30,7 +30,7 @@ sigset_t stop_signals() {
 }
 
 void exit_on_stop_signal(int signal_number) {
-  log::write_from_signal_handler("stopped by a signal before the command started; nothing was run");
+  log::write_from_signal_handler(log::Level::warning, "stopped by a signal before the command started; nothing was run");
   ::_exit(exit_code::signal_base + signal_number);
 }
 

@@ -175,7 +175,7 @@ int run(int argc, char** argv, char** envp) {
     }
     return *outcome;
   } catch (const std::bad_alloc&) {
-    log::write_from_signal_handler("out of memory (RLIMIT_AS or the container's memory limit?)");
+    log::write_from_signal_handler(log::Level::error, "out of memory (RLIMIT_AS or the container's memory limit?)");
     return exit_code::resources;
   } catch (const std::exception& error) {
     log::error("internal error: {}", error.what());

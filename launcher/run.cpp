@@ -13,6 +13,7 @@
 
 #include "child_set.h"
 #include "host_facts.h"
+#include "job.h"
 #include "local.h"
 #include "log.h"
 #include "options.h"
@@ -79,30 +80,43 @@ struct Launch {
 // From here a stop signal waits until the files are whole: the supervisor passes it on to the
 // command, or, for exec, it ends us just before the command would start.
 Result<Launch> write_files(const Options& options, const Plan& plan, const DnsResult& dns, const std::string& tf_config,
-                           const std::vector<std::string>& inherited, double started_at) {
+                           const JobMembership& job, const std::vector<std::string>& inherited, double started_at) {
   if (auto held = hold_stop_signals(); !held) return std::unexpected(held.error());
   Launch launch{options.command.empty() ? default_command : options.command, {}};
   const std::string log_dir =
       task_log_dir(options.log_root ? options.log_root->value : "/logs", plan.identity.type, plan.identity.index);
   StartupReport report{TFBOOT_VERSION_STRING, plan.identity, plan.hostname.name, plan.peers, dns.names, dns.servers,
-                       dns.warnings, tf_config, launch.command, started_at, dns.seconds, unix_seconds()};
+                       dns.warnings, tf_config, launch.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
+  for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
   if (auto written = write_task_files(log_dir, report); !written) return std::unexpected(written.error());
   log::info("log dir {}", log_dir);
   launch.environment = task_environment(inherited, tf_config, log_dir, plan.identity.type, plan.identity.index);
   return launch;
 }
 
-Result<int> run_command(const Options& options, const Launch& launch) {
-  bool as_init = options.init.value_or(::getpid() == 1);
+bool runs_as_init(const Options& options) { return options.init.value_or(::getpid() == 1); }
+
+Result<JobMembership> join_job_if_supervised(const Options& options, const Environment& env, const Plan& plan,
+                                             const std::string& tf_config, const HostFacts& facts,
+                                             const std::optional<std::string>& secret) {
+  if (!job_supervision_applies(options, plan)) return JobMembership{};
+  return join_the_job(options, env, plan, tf_config, facts, secret, runs_as_init(options));
+}
+
+Result<int> run_command(const Options& options, const Launch& launch, JobMembership& job) {
+  bool as_init = runs_as_init(options);
   log::info("running {} ({})", command_text(launch.command), as_init ? "supervised as init" : "exec");
   if (!as_init) {
+    job.link.reset();  // exec mode: only the start barrier applies
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::unexpected(exec_command(launch.command, launch.environment));
   }
   // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
   auto children = ChildSet::create(::getpid() != 1);
   if (!children) return std::unexpected(children.error());
-  return supervise_command(**children, launch.command, launch.environment, InitSettings{.stop_grace = options.stop_grace});
+  std::unique_ptr<JobChannel> channel = job.link ? make_job_channel(*job.link) : nullptr;
+  return supervise_command(**children, launch.command, launch.environment,
+                           InitSettings{.stop_grace = options.stop_grace, .job = channel.get()});
 }
 
 Result<int> run_entrypoint(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {
@@ -111,6 +125,8 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   if (auto handlers = install_stop_handlers(); !handlers) return std::unexpected(handlers.error());
   if (auto checked = check_options(options, env); !checked) return std::unexpected(checked.error());
   const HostFacts facts = gather_host_facts();
+  auto secret = read_secret_if_given(options);
+  if (!secret) return std::unexpected(secret.error());
   auto ptr_name = find_ptr_name_if_needed(options, facts, started);
   if (!ptr_name) return std::unexpected(ptr_name.error());
   auto plan = make_plan(options, env, facts, *ptr_name);
@@ -121,9 +137,11 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto launch = write_files(options, *plan, *dns, *tf_config, inherited, started_at);
+  auto job = join_job_if_supervised(options, env, *plan, *tf_config, facts, *secret);
+  if (!job) return std::unexpected(job.error());
+  auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at);
   if (!launch) return std::unexpected(launch.error());
-  return run_command(options, *launch);
+  return run_command(options, *launch, *job);
 }
 
 // The environment as a map for reading (the first of two equal keys wins, as getenv does) and

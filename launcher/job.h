@@ -1,0 +1,40 @@
+// The job step of the flow: joining the job's control channel after the DNS wait (the start
+// barrier and the environment check), and the link the supervisor keeps afterwards
+// (README: Job supervision).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "control.h"
+#include "error.h"
+#include "host_facts.h"
+#include "options.h"
+#include "peer_dns.h"
+#include "plan.h"
+#include "process.h"
+
+namespace tfboot {
+
+struct JobMembership {
+  std::unique_ptr<JobLink> link;  // null when the control channel is off for this task
+  std::string summary_json;       // startup.json's "job" object, or "" when off
+  std::vector<std::string> environment_differences;
+};
+
+// What can be checked before any lookup: the secret file (exit 2 when unusable).
+Result<std::optional<std::string>> read_secret_if_given(const Options& options);
+
+// Off for --print, --control-port 0, a job of one task, or one without chief or worker.
+bool job_supervision_applies(const Options& options, const Plan& plan);
+
+// Blocks until the coordinator starts the job; exit 5 (barrier incomplete), 6 (environment
+// check failed), 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
+Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan,
+                                   const std::string& tf_config, const HostFacts& facts,
+                                   const std::optional<std::string>& secret, bool supervise);
+
+// The supervisor's view of the link: the job's decisions as exit codes and log lines.
+std::unique_ptr<JobChannel> make_job_channel(JobLink& link);
+
+}  // namespace tfboot

@@ -1,0 +1,220 @@
+"""Job supervision across pods: start barrier, environment check, job end, failure propagation.
+
+Pods are network namespaces with tfboot as PID 1 behind a real dnsmasq (tests/harness); the
+commands are plain shell, which is all these rules need (the TensorFlow tier runs real jobs).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+
+import pytest
+
+from harness.cluster import ClusterNetwork
+
+STOPPED_BY_JOB = 200
+BARRIER_INCOMPLETE = 5
+ENVIRONMENT_MISMATCH = 6
+
+
+@pytest.fixture
+def net():
+    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
+        yield network
+
+
+def job_pods(net, count, prefix="mnist-worker"):
+    pods = [net.add_pod(f"{prefix}-{i}") for i in range(count)]
+    for pod in pods:
+        net.publish(pod)
+    return pods
+
+
+def start(net, tfboot, pod, command, log_root, cluster, extra_env=None, args=()):
+    env = {"TFBOOT_CLUSTER": cluster, "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
+           "TFBOOT_STOP_GRACE": "5s"}
+    env.update(extra_env or {})
+    return net.run(pod, [tfboot, *args, "--", *command], env=env)
+
+
+def finish_all(procs, timeout=60):
+    results = []
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+        results.append((proc.returncode, out, err))
+    return results
+
+
+def error_lines(err):
+    return [line for line in err.splitlines() if " error " in line]
+
+
+def test_coordinator_done_ends_the_job_everywhere_with_exit_0(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    started = time.monotonic()
+    procs = [start(net, tfboot, pods[0], ["sh", "-c", "sleep 1; exit 0"], tmp_path, "worker=3")]
+    procs += [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods[1:]]
+    results = finish_all(procs)
+    elapsed = time.monotonic() - started
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    # 1 s of work, 5 s for the others to end by themselves, then SIGTERM: well under the 600 s.
+    assert elapsed < 20
+    for _, _, err in results[1:]:
+        assert "the job is done: worker:0 finished" in err
+    startup = json.loads((tmp_path / "worker_1" / "startup.json").read_text())
+    assert startup["job"]["coordinator"] == "worker:0"
+    assert startup["job"]["tasks_present"] == 3
+
+
+def test_a_failing_worker_stops_the_others_with_the_job_code_naming_it(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    started = time.monotonic()
+    commands = [["sleep", "600"], ["sh", "-c", "sleep 1; exit 3"], ["sleep", "600"]]
+    procs = [start(net, tfboot, pod, command, tmp_path, "worker=3") for pod, command in zip(pods, commands)]
+    results = finish_all(procs)
+    assert time.monotonic() - started < 20
+    assert [code for code, _, _ in results] == [STOPPED_BY_JOB, 3, STOPPED_BY_JOB], [err for _, _, err in results]
+    for index in (0, 2):
+        errors = error_lines(results[index][2])
+        assert len(errors) == 1, results[index][2]
+        assert "worker:1 failed with status 3" in errors[0]
+
+
+def test_a_task_that_never_starts_is_named_at_the_barrier_deadline(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    args = ["--start-timeout", "4s"]
+    procs = [start(net, tfboot, pod, ["true"], tmp_path, "worker=3", args=args) for pod in pods[:2]]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [BARRIER_INCOMPLETE, BARRIER_INCOMPLETE], [e for _, _, e in results]
+    coordinator_errors = error_lines(results[0][2])
+    assert len(coordinator_errors) == 1
+    assert "worker:2" in coordinator_errors[0]
+    assert "worker:1" not in coordinator_errors[0].split("missing")[-1]
+    # Nothing was run or written for a job that never started.
+    assert not (tmp_path / "worker_0").exists() and not (tmp_path / "worker_1").exists()
+
+
+def fake_tensorflow(directory, version):
+    dist = directory / f"tensorflow-{version}.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: tensorflow\nVersion: {version}\n")
+    return str(directory)
+
+
+@pytest.mark.parametrize("mode", ["warn", "fail"])
+def test_different_tensorflow_versions_are_warned_or_refused(net, tfboot, tmp_path, mode):
+    pods = job_pods(net, 2)
+    old = fake_tensorflow(tmp_path / "old", "2.16.1")
+    new = fake_tensorflow(tmp_path / "new", "2.17.0")
+    logs = tmp_path / "logs"
+    procs = [start(net, tfboot, pod, ["true"], logs, "worker=2", {"PYTHONPATH": path, "TFBOOT_ENV_CHECK": mode})
+             for pod, path in zip(pods, [old, new])]
+    results = finish_all(procs)
+    expected = "tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"
+    for code, _, err in results:
+        assert expected in err
+        assert code == (0 if mode == "warn" else ENVIRONMENT_MISMATCH), err
+    if mode == "warn":
+        for index in range(2):
+            startup = json.loads((logs / f"worker_{index}" / "startup.json").read_text())
+            assert expected in startup["job"]["environment_differences"]
+            assert startup["job"]["fingerprint"]["tensorflow"] == ["2.16.1", "2.17.0"][index]
+    else:
+        assert not logs.exists()
+
+
+STRANGER = textwrap.dedent("""
+    import socket, sys, time
+    host, port = sys.argv[1], int(sys.argv[2])
+    opened = []
+    def connect():
+        for _ in range(100):
+            try:
+                return socket.create_connection((host, port), timeout=2)
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit("coordinator port never opened")
+    junk = connect(); junk.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n" + bytes(range(256)) + b"\\n"); opened.append(junk)
+    huge = connect()
+    try:
+        huge.sendall(b"{" + b"x" * (4 << 20))
+    except OSError:
+        pass
+    opened.append(huge)
+    for _ in range(40):          # half-open, silent connections
+        opened.append(connect())
+    slow = connect(); slow.sendall(b'{"type":'); opened.append(slow)
+    print("stranger done", flush=True)
+    time.sleep(30)
+""")
+
+
+def test_strangers_on_the_control_port_do_not_stall_the_job(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    stranger = net.add_pod("stranger", service="")
+    script = tmp_path / "stranger.py"
+    script.write_text(STRANGER)
+    intruder = net.run(stranger, ["python3", str(script), pods[0].ip, "2220"], env={})
+    time.sleep(1)
+    procs = [start(net, tfboot, pods[0], ["sh", "-c", "sleep 1"], tmp_path, "worker=2"),
+             start(net, tfboot, pods[1], ["sleep", "600"], tmp_path, "worker=2")]
+    results = finish_all(procs, timeout=90)
+    intruder.kill()
+    intruder.communicate(timeout=10)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+
+
+def test_the_coordinators_pod_lost_stops_the_others_in_bounded_time(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    procs = [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods]
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / f"worker_{i}" / "startup.json").exists() for i in range(3)):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.2)
+    time.sleep(1)
+    lost_at = time.monotonic()
+    net.signal(procs[0], signal.SIGKILL)  # the coordinator's tfboot (PID 1): its pod is gone
+    results = finish_all(procs[1:])
+    assert time.monotonic() - lost_at < 30
+    for code, _, err in results:
+        assert code == STOPPED_BY_JOB, err
+        assert "coordinator worker:0" in error_lines(err)[0]
+    procs[0].communicate(timeout=10)
+
+
+def test_with_a_secret_a_task_with_the_wrong_one_cannot_join(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("s3cret-shared-by-the-job\n")
+    bad.write_text("a guess\n")
+    args = ["--start-timeout", "4s"]
+    procs = [start(net, tfboot, pods[0], ["true"], tmp_path / "logs", "worker=2", {"TFBOOT_CONTROL_SECRET_FILE": str(good)}, args),
+             start(net, tfboot, pods[1], ["true"], tmp_path / "logs", "worker=2", {"TFBOOT_CONTROL_SECRET_FILE": str(bad)}, args)]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [BARRIER_INCOMPLETE, BARRIER_INCOMPLETE], [e for _, _, e in results]
+    assert "worker:1" in error_lines(results[0][2])[0]
+    assert "refused us: authentication failed" in error_lines(results[1][2])[0]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_with_the_same_secret_the_job_runs(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-shared-by-the-job")
+    env = {"TFBOOT_CONTROL_SECRET_FILE": str(secret)}
+    procs = [start(net, tfboot, pod, ["true"], tmp_path / "logs", "worker=2", env) for pod in pods]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+
+
+def test_control_port_0_runs_each_task_alone(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    proc = start(net, tfboot, pods[1], ["true"], tmp_path, "worker=3", {"TFBOOT_CONTROL_PORT": "0"})
+    code, _, err = finish_all([proc])[0]
+    assert code == 0, err
+    assert "job" not in json.loads((tmp_path / "worker_1" / "startup.json").read_text())

@@ -48,7 +48,7 @@ JobSettings settings_for(const Options& options, const Plan& plan, const std::st
   settings.own_addresses = routable_addresses(facts.interface_addresses);
   const PeerAddress coordinator = *peer_of(plan, settings.coordinator);
   // Asked again before each connection: a restarted coordinator pod comes back with a new IP.
-  settings.coordinator_addresses = [options, coordinator]() { return resolve_once(options, coordinator, 2s); };
+  settings.coordinator_addresses = [options, facts, coordinator]() { return resolve_once(options, facts, coordinator, 2s); };
   return settings;
 }
 
@@ -111,7 +111,6 @@ Result<JobMembership> join_the_job(const Options& options, const Environment& en
   if (!link) return std::unexpected(link.error());
   JobMembership membership;
   membership.environment_differences = (*link)->start_info().environment_differences;
-  for (const auto& difference : membership.environment_differences) log::warn("environment differs: {}", difference);
   membership.summary_json = summary_json(settings, own, (*link)->start_info());
   membership.link = std::move(*link);
   return membership;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include "kubernetes.h"
 #include "log.h"
 #include "resolver.h"
 
@@ -13,13 +14,18 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-ResolverSettings resolver_settings(const Options& options, bool use_hosts_file) {
+// The resolver sees /etc/resolv.conf and /etc/hosts only as tfboot read them (host_facts.h).
+ResolverSettings resolver_settings(const Options& options, const HostFacts& facts, bool use_hosts_file) {
   ResolverSettings settings;
   if (options.dns_server) {
     settings.servers_csv = options.dns_server->value;
     settings.servers_source = options.dns_server->source;
   }
-  settings.use_hosts_file = use_hosts_file;
+  ResolvConf resolv = parse_resolv_conf(facts.resolv_conf);
+  settings.nameservers = resolv.nameservers;
+  settings.search = resolv.search;
+  settings.ndots = resolv.ndots;
+  if (use_hosts_file) settings.hosts_file = facts.hosts_file;
   return settings;
 }
 
@@ -62,7 +68,7 @@ std::vector<std::string> own_name_warnings(const std::vector<PeerAddress>& peers
 Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts, SteadyClock::time_point deadline) {
   auto candidates = routable_addresses(facts.interface_addresses);
   if (candidates.empty()) return usage_error("--identity-from ptr: this host has no address besides loopback");
-  auto resolver = make_cares_resolver(resolver_settings(options, false));
+  auto resolver = make_cares_resolver(resolver_settings(options, facts, false));
   if (!resolver) return std::unexpected(resolver.error());
 
   const auto started = SteadyClock::now();
@@ -89,9 +95,9 @@ Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts
                                                      (last.error.empty() ? std::string("timeout") : last.error) + ")");
 }
 
-Result<std::vector<std::string>> resolve_once(const Options& options, const PeerAddress& peer,
+Result<std::vector<std::string>> resolve_once(const Options& options, const HostFacts& facts, const PeerAddress& peer,
                                               std::chrono::milliseconds at_most) {
-  auto resolver = make_cares_resolver(resolver_settings(options, !peer.fully_qualified));
+  auto resolver = make_cares_resolver(resolver_settings(options, facts, !peer.fully_qualified));
   if (!resolver) return std::unexpected(resolver.error());
   std::optional<LookupResult> answer;
   (*resolver)->start_lookup(peer.lookup_name(), [&](LookupResult result) { answer = std::move(result); });
@@ -100,6 +106,7 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Peer
   if (!answer) return make_error(exit_code::peers_unresolved, "DNS in trouble: timeout");
   if (answer->status != LookupStatus::resolved) {
     NameStatus status{.name = peer.name, .tries = 1, .last_status = answer->status, .last_error = answer->error};
+    status.last_reason = answer->reason;
     return make_error(exit_code::peers_unresolved, describe(status));
   }
   return answer->addresses;
@@ -109,7 +116,7 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
                                  const HostFacts& facts, SteadyClock::time_point deadline) {
   DnsResult result;
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
-  auto resolver = make_cares_resolver(resolver_settings(options, peers.empty() || !peers.front().fully_qualified));
+  auto resolver = make_cares_resolver(resolver_settings(options, facts, peers.empty() || !peers.front().fully_qualified));
   if (!resolver) return std::unexpected(resolver.error());
   result.servers = (*resolver)->servers();
 

@@ -29,7 +29,7 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
 
 // One lookup of `peer`'s name, for at most `at_most`: its addresses, or the error as text
 // ("not published yet: NXDOMAIN"). Used to find the job's coordinator before each connection.
-Result<std::vector<std::string>> resolve_once(const Options& options, const PeerAddress& peer,
+Result<std::vector<std::string>> resolve_once(const Options& options, const HostFacts& facts, const PeerAddress& peer,
                                               std::chrono::milliseconds at_most);
 
 // Docker's embedded DNS answers the PTR of a container's IP with "<project>-<service>-<N>.<network>".

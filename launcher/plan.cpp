@@ -2,6 +2,7 @@
 #include "plan.h"
 
 #include "kubernetes.h"
+#include "resolver.h"
 
 namespace tfboot {
 namespace {
@@ -81,6 +82,11 @@ Result<void> check_options(const Options& options, const Environment& env) {
     if (auto spec = parse_cluster_spec(*options.cluster); !spec) return std::unexpected(spec.error());
   }
   if (auto ports = parse_port_spec(options.port); !ports) return std::unexpected(ports.error());
+  if (options.dns_server) {
+    if (auto servers = parse_dns_servers(options.dns_server->value, options.dns_server->source); !servers) {
+      return std::unexpected(servers.error());
+    }
+  }
   return {};
 }
 

@@ -194,25 +194,47 @@ class CaresResolver final : public Resolver {
   CaresResolver& operator=(const CaresResolver&) = delete;
 
   Result<void> open(const ResolverSettings& settings) {
+    hosts_file_ = settings.hosts_file;
     ares_options options{};
-    int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS | ARES_OPT_SOCK_STATE_CB;
+    // Every field c-ares would otherwise read from /etc/resolv.conf is given, so it reads no
+    // file at all (lookups "b": /etc/hosts is answered by us, see start_lookup).
+    int mask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_LOOKUPS | ARES_OPT_SOCK_STATE_CB |
+               ARES_OPT_SERVERS | ARES_OPT_DOMAINS | ARES_OPT_NDOTS | ARES_OPT_SORTLIST;
     // NOCHECKRESP: report SERVFAIL and REFUSED as such (otherwise they look like a refused
     // connection), so the log can say "DNS in trouble" precisely. Our own loop does the retries.
     options.flags = ARES_FLAG_NOCHECKRESP;
     options.timeout = static_cast<int>(settings.per_try_timeout.count());
     options.tries = 1;
-    std::string lookups = settings.use_hosts_file ? "fb" : "b";
+    std::string lookups = "b";
     options.lookups = lookups.data();
     options.sock_state_cb = &CaresResolver::on_socket_state;
     options.sock_state_cb_data = this;
+    options.nservers = 0;  // the real list follows through ares_set_servers_ports (IPv6, ports)
+    std::vector<char*> domains;
+    for (const auto& domain : settings.search) domains.push_back(const_cast<char*>(domain.c_str()));
+    options.domains = domains.data();
+    options.ndomains = static_cast<int>(domains.size());
+    options.ndots = settings.ndots;
+    options.nsort = 0;
     int status = ares_init_options(&channel_, &options, mask);
     if (status != ARES_SUCCESS) {
       channel_ = nullptr;
-      return make_error(exit_code::usage,
-                        std::string("cannot set up DNS resolver from /etc/resolv.conf: ") + ares_strerror(status));
+      return make_error(exit_code::resources, std::string("cannot set up the DNS resolver: ") + ares_strerror(status));
     }
-    if (settings.servers_csv.empty()) return {};
-    auto servers = parse_dns_servers(settings.servers_csv, settings.servers_source);
+    std::string list = settings.servers_csv;
+    std::string source = settings.servers_source;
+    if (list.empty()) {
+      for (const auto& server : settings.nameservers) {
+        list += (list.empty() ? "" : ",") + (server.find(':') != std::string::npos ? "[" + server + "]" : server);
+      }
+      if (list.empty()) list = "127.0.0.1";
+      source = "/etc/resolv.conf";
+    }
+    return use_servers(list, source);
+  }
+
+  Result<void> use_servers(const std::string& list, const std::string& source) {
+    auto servers = parse_dns_servers(list, source);
     if (!servers) return std::unexpected(servers.error());
     std::vector<ares_addr_port_node> nodes(servers->size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -221,15 +243,13 @@ class CaresResolver final : public Resolver {
       node.next = i + 1 < nodes.size() ? &nodes[i + 1] : nullptr;
       node.family = server.address.find(':') == std::string::npos ? AF_INET : AF_INET6;
       if (inet_pton(node.family, server.address.c_str(), &node.addr) != 1) {
-        return usage_error(settings.servers_source + ": '" + server.address + "' is not a numeric address");
+        return usage_error(source + ": '" + server.address + "' is not a numeric address");
       }
       node.udp_port = server.port;
       node.tcp_port = server.port;
     }
-    status = ares_set_servers_ports(channel_, nodes.data());
-    if (status != ARES_SUCCESS) {
-      return usage_error(settings.servers_source + " '" + settings.servers_csv + "': " + ares_strerror(status));
-    }
+    int status = ares_set_servers_ports(channel_, nodes.data());
+    if (status != ARES_SUCCESS) return usage_error(source + " '" + list + "': " + ares_strerror(status));
     return {};
   }
 
@@ -237,6 +257,13 @@ class CaresResolver final : public Resolver {
   // the usual IPv4 cluster (half the load on the cluster DNS of an A+AAAA pair), and IPv6-only
   // peers still resolve. A dual-stack peer is reported with its IPv4 addresses.
   void start_lookup(const std::string& name, Done done) override {
+    if (hosts_file_) {
+      auto listed = addresses_in_hosts_file(*hosts_file_, name);
+      if (!listed.empty()) {
+        done(lookup_success(std::move(listed)));
+        return;
+      }
+    }
     lookup_family(name, AF_INET, [this, name, done = std::move(done)](LookupResult result) mutable {
       if (result.reason == LookupReason::no_address_records) {
         lookup_family(name, AF_INET6, std::move(done));
@@ -311,6 +338,7 @@ class CaresResolver final : public Resolver {
   }
 
  private:
+  std::optional<std::string> hosts_file_;
   void lookup_family(const std::string& name, int family, Done done) {
     ares_addrinfo_hints hints{};
     hints.ai_family = family;
@@ -386,6 +414,45 @@ class CaresResolver final : public Resolver {
 };
 
 }  // namespace
+
+std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name) {
+  auto lower = [](std::string_view text) {
+    std::string result(text);
+    for (char& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (result.ends_with('.')) result.pop_back();
+    return result;
+  };
+  const std::string wanted = lower(name);
+  std::vector<std::string> v4, v6;
+  std::size_t start = 0;
+  while (start < hosts_text.size()) {
+    std::size_t end = hosts_text.find('\n', start);
+    if (end == std::string_view::npos) end = hosts_text.size();
+    std::string_view line = hosts_text.substr(start, end - start);
+    start = end + 1;
+    line = line.substr(0, line.find('#'));
+    std::vector<std::string_view> fields;
+    for (std::size_t at = 0; at < line.size();) {
+      at = line.find_first_not_of(" \t\r", at);
+      if (at == std::string_view::npos) break;
+      std::size_t stop = line.find_first_of(" \t\r", at);
+      if (stop == std::string_view::npos) stop = line.size();
+      fields.push_back(line.substr(at, stop - at));
+      at = stop;
+    }
+    if (fields.size() < 2) continue;
+    bool named = false;
+    for (std::size_t k = 1; k < fields.size() && !named; ++k) named = lower(fields[k]) == wanted;
+    std::string address(fields[0]);
+    in6_addr storage{};
+    bool is_v6 = address.find(':') != std::string::npos;
+    if (!named || inet_pton(is_v6 ? AF_INET6 : AF_INET, address.c_str(), &storage) != 1) continue;
+    auto& list = is_v6 ? v6 : v4;
+    if (std::find(list.begin(), list.end(), address) == list.end()) list.push_back(address);
+  }
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
+}
 
 Result<std::unique_ptr<Resolver>> make_cares_resolver(const ResolverSettings& settings) {
   static int library_status = ARES_SUCCESS;

@@ -72,8 +72,19 @@ struct ResolverSettings {
   std::string servers_csv;  // "ip[:port],..." (see parse_dns_servers) or empty for resolv.conf's
   std::string servers_source;
   std::chrono::milliseconds per_try_timeout{500};
-  bool use_hosts_file = true;  // false: DNS only, so a pod's own /etc/hosts line proves nothing
+  // What /etc/resolv.conf says, as tfboot read it (host_facts.h): c-ares is never let near the
+  // /etc files itself, since a FIFO or a device there would block it for ever. No nameserver:
+  // 127.0.0.1, as glibc does.
+  std::vector<std::string> nameservers;
+  std::vector<std::string> search;
+  int ndots = 1;
+  // The text of /etc/hosts, answered before DNS, as glibc's "hosts: files dns" does; nullopt:
+  // DNS only, so a pod's own /etc/hosts line proves nothing.
+  std::optional<std::string> hosts_file;
 };
+
+// The addresses /etc/hosts gives `name` (case-insensitive, a trailing dot ignored), IPv4 first.
+std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name);
 
 Result<std::unique_ptr<Resolver>> make_cares_resolver(const ResolverSettings& settings);
 

@@ -48,6 +48,8 @@ TEST_CASE("plan::check_options runs every check that needs no network") {
        "--address ip needs the DNS wait; it cannot be combined with --wait 0"},
       {"no cluster and no TF_CONFIG", {}, {}, "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set"},
       {"a bad port spec", {"--cluster", "worker=2", "--port", "22x"}, {}, "--port '22x': '22x' is not a port in 1..65535"},
+      {"a DNS server with a port out of range, even with --wait 0", {"--cluster", "worker=2", "--wait", "0", "--dns-server", "127.0.0.1:65589"},
+       {}, "--dns-server '127.0.0.1:65589': port '65589' is not a number in 1..65535"},
       {"an operator TF_CONFIG that TensorFlow would refuse", {}, {{"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{}})"}},
        "TF_CONFIG from the environment: task.type is missing or not a string"},
   };

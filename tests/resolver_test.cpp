@@ -126,3 +126,27 @@ TEST_CASE("resolver::lookup_failure") {
 }
 
 }  // namespace tfboot
+
+namespace tfboot {
+
+TEST_CASE("resolver::addresses_in_hosts_file answers as glibc's files source does") {
+  const std::string hosts =
+      "127.0.0.1\tlocalhost\n"
+      "::1 localhost ip6-localhost  # loopback\n"
+      "# 10.0.0.9 commented-out\n"
+      "10.1.0.7\tTrainer-0.example trainer-0\n"
+      "10.1.0.8 trainer-1\n"
+      "fd00::8 trainer-1\n"
+      "10.1.0.8 trainer-1\n"
+      "not-an-address trainer-2\n"
+      "10.1.0.9\n";
+  CHECK(addresses_in_hosts_file(hosts, "trainer-0") == std::vector<std::string>{"10.1.0.7"});
+  CHECK(addresses_in_hosts_file(hosts, "TRAINER-0.example.") == std::vector<std::string>{"10.1.0.7"});
+  CHECK(addresses_in_hosts_file(hosts, "trainer-1") == std::vector<std::string>{"10.1.0.8", "fd00::8"});
+  CHECK(addresses_in_hosts_file(hosts, "localhost") == std::vector<std::string>{"127.0.0.1", "::1"});
+  CHECK(addresses_in_hosts_file(hosts, "trainer-2").empty());
+  CHECK(addresses_in_hosts_file(hosts, "commented-out").empty());
+  CHECK(addresses_in_hosts_file("", "trainer-0").empty());
+}
+
+}  // namespace tfboot

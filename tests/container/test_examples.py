@@ -1,6 +1,8 @@
 """The deployment examples in examples/: the Kubernetes manifests pass the API schemas (strict: no
-unknown field) and deploy the way tfboot needs, the compose files pass `docker compose config`, and
-in every pod of every example tfboot prints exactly the TF_CONFIG that examples/README.md shows.
+unknown field), with and without their optional control secret, and deploy the way tfboot needs
+(job supervision included: control port, exit codes in the Jobs' failure policies, idle StatefulSets,
+a NetworkPolicy that admits only the job's pods), the compose files pass `docker compose config`,
+and in every pod of every example tfboot prints exactly the TF_CONFIG that examples/README.md shows.
 
 Each pod runs in a pod of the namespace network (tests/harness/netns.py) with the hostname, the
 kubelet's /etc/hosts and resolv.conf (or Docker's), the environment and the args the example gives
@@ -28,12 +30,26 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 EXAMPLES_DIR = os.path.join(REPO_DIR, "examples")
 README = os.path.join(EXAMPLES_DIR, "README.md")
 KUBERNETES_FILES = sorted(f"kubernetes/{f}" for f in os.listdir(os.path.join(EXAMPLES_DIR, "kubernetes")) if f.endswith(".yaml"))
+# Files that go with every example rather than being one: they create no pods.
+NETWORK_POLICY_FILE = "kubernetes/networkpolicy.yaml"
+CONTROL_SECRET_FILE = "kubernetes/control-secret.yaml"
+KUBERNETES_EXAMPLES = [f for f in KUBERNETES_FILES if f not in (NETWORK_POLICY_FILE, CONTROL_SECRET_FILE)]
 COMPOSE_FILES = sorted(f"compose/{f}" for f in os.listdir(os.path.join(EXAMPLES_DIR, "compose")) if f.endswith(".yaml"))
 COMPOSE_PROJECT = "mnist"       # `docker compose -p mnist ...`, as examples/README.md says
 TFJOB = "tfjob"                 # the README's operator example (no file: the operator writes TF_CONFIG)
 # An old Kubernetes still in use (everything the examples rely on is older) and the newest
 # release the validator knows.
 KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
+
+# tfboot's job supervision (README): its control port, and the exit codes a Job's failure policy
+# must tell apart.
+CONTROL_PORT = 2220
+CONTROL_PORT_NAME = "tfboot-control"
+EXIT_JOB_STOPPED = 200          # another task failed or the coordinator was lost: not this task's fault
+EXIT_NEVER_RETRIED = {5, 6}     # start barrier incomplete, environment check failed
+# The optional secret's lines in the manifests: comment lines right below this marker, at its indent.
+SECRET_MARKER = "# control secret (optional)"
+SECRET_PATH = "/var/run/secrets/tfboot/secret"
 
 # The ```json block right after "<!-- tf_config: <example> pod=<pod> -->" in examples/README.md
 README_BLOCK = re.compile(r"<!-- tf_config: (?P<example>\S+) pod=(?P<pod>\S+) -->\s*```json\n(?P<json>.*?)```", re.S)
@@ -43,6 +59,12 @@ JOBSET_SPEC_FIELDS = {"replicatedJobs", "network", "successPolicy", "failurePoli
 JOBSET_REPLICATED_JOB_FIELDS = {"name", "groupName", "template", "replicas", "dependsOn"}
 JOBSET_NETWORK_FIELDS = {"enableDNSHostnames": bool, "subdomain": str, "publishNotReadyAddresses": bool}
 JOBSET_FAILURE_POLICY_FIELDS = {"maxRestarts", "restartStrategy", "rules"}
+JOBSET_FAILURE_RULE_FIELDS = {"name", "action", "onJobFailureReasons", "onJobFailureMessagePatterns", "targetReplicatedJobs"}
+JOBSET_FAILURE_ACTIONS = {"FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts", "RestartJob",
+                          "RestartJobAndIgnoreMaxRestarts"}
+JOBSET_FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
+JOB_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "PodFailurePolicy", "MaxFailedIndexesExceeded",
+                       "FailedIndexes"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -66,6 +88,56 @@ def load_manifest(name: str) -> list[dict]:
         return [doc for doc in yaml.safe_load_all(f) if doc]
 
 
+def with_control_secret(text: str) -> tuple[str, int]:
+    """The manifest as a user who turns the control secret on makes it: every comment line right
+    below a SECRET_MARKER line, at the marker's indent, uncommented. Returns the text and the
+    number of lines uncommented."""
+    lines = text.splitlines(keepends=True)
+    out, uncommented, i = [], 0, 0
+    while i < len(lines):
+        line = lines[i]
+        out.append(line)
+        i += 1
+        if line.lstrip().startswith(SECRET_MARKER):
+            indent = line[:len(line) - len(line.lstrip())]
+            while i < len(lines) and lines[i].startswith(indent + "# "):
+                out.append(indent + lines[i][len(indent) + 2:])
+                uncommented += 1
+                i += 1
+    return "".join(out), uncommented
+
+
+def load_manifest_with_control_secret(name: str) -> list[dict]:
+    with open(os.path.join(EXAMPLES_DIR, name)) as f:
+        text, uncommented = with_control_secret(f.read())
+    assert uncommented, f"{name}: no lines under {SECRET_MARKER!r}"
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def pod_templates(doc: dict) -> list[dict]:
+    """The pod templates of a workload (StatefulSet, Job, each Job of a JobSet)."""
+    if doc["kind"] in ("StatefulSet", "Job"):
+        return [doc["spec"]["template"]]
+    if doc["kind"] == "JobSet":
+        return [job["template"]["spec"]["template"] for job in doc["spec"]["replicatedJobs"]]
+    return []
+
+
+def job_specs(doc: dict) -> list[dict]:
+    """The Job specs of a workload (a Job, each Job of a JobSet)."""
+    if doc["kind"] == "Job":
+        return [doc["spec"]]
+    if doc["kind"] == "JobSet":
+        return [job["template"]["spec"] for job in doc["spec"]["replicatedJobs"]]
+    return []
+
+
+def env_value(container: dict, name: str):
+    values = [item.get("value") for item in container.get("env", []) if item["name"] == name]
+    assert len(values) <= 1, f"{name} set twice"
+    return values[0] if values else None
+
+
 def compose_command() -> list[str]:
     if shutil.which("docker-compose"):
         return ["docker-compose"]
@@ -74,8 +146,9 @@ def compose_command() -> list[str]:
     pytest.fail("neither docker-compose nor `docker compose` is installed: run scripts/setup-containers")
 
 
-def compose_config(name: str) -> dict:
-    cp = subprocess.run([*compose_command(), "-p", COMPOSE_PROJECT, "-f", os.path.join(EXAMPLES_DIR, name), "config"],
+def compose_config(name: str, path: str | None = None) -> dict:
+    """`docker compose config` of the example `name` (or of the file at path, a variant of it)."""
+    cp = subprocess.run([*compose_command(), "-p", COMPOSE_PROJECT, "-f", path or os.path.join(EXAMPLES_DIR, name), "config"],
                         capture_output=True, text=True, timeout=60)
     assert cp.returncode == 0, f"compose config {name}:\n{cp.stderr}"
     return yaml.safe_load(cp.stdout)
@@ -118,6 +191,13 @@ def check_jobset(doc: dict, where: str) -> None:
         policy = spec["failurePolicy"]
         assert set(policy) <= JOBSET_FAILURE_POLICY_FIELDS, f"{where}: spec.failurePolicy"
         assert isinstance(policy.get("maxRestarts", 0), int) and policy.get("maxRestarts", 0) >= 0, where
+        for rule in policy.get("rules", []):
+            assert set(rule) <= JOBSET_FAILURE_RULE_FIELDS, f"{where}: failurePolicy rule {rule}"
+            assert rule["action"] in JOBSET_FAILURE_ACTIONS, f"{where}: failurePolicy rule {rule}"
+            assert set(rule.get("onJobFailureReasons", [])) <= JOB_FAILURE_REASONS, f"{where}: failurePolicy rule {rule}"
+            assert set(rule.get("targetReplicatedJobs", [])) <= set(names), f"{where}: failurePolicy rule {rule}"
+            if "name" in rule:
+                assert JOBSET_FAILURE_RULE_NAME.match(rule["name"]), f"{where}: failurePolicy rule name {rule['name']}"
     for job in spec["replicatedJobs"]:
         job_where = f"{where}: replicatedJobs[{job['name']}]"
         assert set(job) <= JOBSET_REPLICATED_JOB_FIELDS, f"{job_where}: unknown fields {set(job) - JOBSET_REPLICATED_JOB_FIELDS}"
@@ -141,6 +221,45 @@ def test_manifest_passes_the_kubernetes_schemas(name):
             validate(doc, where)
 
 
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_with_its_control_secret_passes_the_kubernetes_schemas(name):
+    for doc in load_manifest_with_control_secret(name):
+        where = f"{name} (control secret on): {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+        if doc.get("kind") == "JobSet":
+            check_jobset(doc, where)
+        else:
+            validate(doc, where)
+
+
+def test_uncommenting_the_control_secret_touches_only_its_lines():
+    text = "a:\n  # control secret (optional): why\n  # b: 1\n  #   c: 2\n\n  # d: 3\n# e: 4\n"
+    assert with_control_secret(text) == ("a:\n  # control secret (optional): why\n  b: 1\n    c: 2\n\n  # d: 3\n# e: 4\n", 2)
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_control_secret_reaches_every_trainer_as_a_mounted_file(name):
+    secrets = {d["metadata"]["name"]: d for d in load_manifest(CONTROL_SECRET_FILE) if d["kind"] == "Secret"}
+    directory, key = os.path.split(SECRET_PATH)
+    templates = [t for doc in load_manifest_with_control_secret(name) for t in pod_templates(doc)]
+    assert templates, name
+    for template in templates:
+        container = template["spec"]["containers"][0]
+        assert env_value(container, "TFBOOT_CONTROL_SECRET_FILE") == SECRET_PATH, name
+        mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == directory]
+        assert len(mounts) == 1 and mounts[0].get("readOnly") is True, f"{name}: {directory} mounted read-only once"
+        volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
+        secret_name = volumes[mounts[0]["name"]]["secret"]["secretName"]
+        assert secret_name in secrets, f"{name}: Secret {secret_name} is not in {CONTROL_SECRET_FILE}"
+        assert key in secrets[secret_name]["stringData"], f"{name}: Secret {secret_name} has no key {key}"
+
+
+def test_control_secret_file_ships_no_usable_secret():
+    # An example value would be a secret known to everyone: left empty, tfboot refuses it (exit 2).
+    for doc in load_manifest(CONTROL_SECRET_FILE):
+        assert doc["kind"] == "Secret", CONTROL_SECRET_FILE
+        assert not doc.get("data") and all(v == "" for v in doc["stringData"].values()), CONTROL_SECRET_FILE
+
+
 def test_schema_check_rejects_an_unknown_field():
     doc = copy.deepcopy(load_manifest("kubernetes/statefulset.yaml")[1])
     doc["spec"]["template"]["spec"]["containers"][0]["enviroment"] = []
@@ -148,7 +267,92 @@ def test_schema_check_rejects_an_unknown_field():
         kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[0], strict=True)
 
 
-@pytest.mark.parametrize("name", KUBERNETES_FILES)
+def exit_code_action(job_spec: dict, container: str, code: int) -> str:
+    """What a Job does with a pod whose container exited with code: the first podFailurePolicy
+    rule on exit codes that matches it (rules on pod conditions aside), else Count (the default)."""
+    for rule in job_spec.get("podFailurePolicy", {}).get("rules", []):
+        requirement = rule.get("onExitCodes")
+        if not requirement or requirement.get("containerName", container) != container:
+            continue
+        if (code in requirement["values"]) == (requirement["operator"] == "In"):
+            return rule["action"]
+    return "Count"
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_supervises_the_job(name):
+    """Every trainer declares the control port; a StatefulSet's finished tasks stay idle; a Job
+    never retries exit 5 or 6, counts a task's own failure and does not count the 200 of the
+    tasks it stopped (a JobSet restarts all its Jobs once per failure, whatever their pods say)."""
+    for doc in load_manifest(name):
+        where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
+        for template in pod_templates(doc):
+            container = template["spec"]["containers"][0]
+            ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+            assert ports.get(CONTROL_PORT_NAME) == CONTROL_PORT, f"{where}: containerPort {CONTROL_PORT} {CONTROL_PORT_NAME}"
+            idle = env_value(container, "TFBOOT_IDLE_WHEN_DONE")
+            if doc["kind"] == "StatefulSet":
+                assert idle == "1", f"{where}: a finished job would train again (restartPolicy Always)"
+            else:
+                assert idle is None, f"{where}: a Job's pods must end for the Job to complete"
+        for spec in job_specs(doc):
+            container = spec["template"]["spec"]["containers"][0]["name"]
+            assert spec["template"]["spec"]["restartPolicy"] == "Never", f"{where}: podFailurePolicy needs Never"
+            for code in sorted(EXIT_NEVER_RETRIED):
+                assert exit_code_action(spec, container, code) == "FailJob", f"{where}: exit {code}"
+            assert exit_code_action(spec, container, 1) == "Count", f"{where}: a task's own failure must count"
+            stopped = exit_code_action(spec, container, EXIT_JOB_STOPPED)
+            assert stopped == ("Ignore" if doc["kind"] == "Job" else "Count"), f"{where}: exit {EXIT_JOB_STOPPED}: {stopped}"
+        if doc["kind"] == "JobSet":
+            rules = doc["spec"]["failurePolicy"]["rules"]
+            assert any(r["action"] == "FailJobSet" and r["onJobFailureReasons"] == ["PodFailurePolicy"]
+                       and not r.get("targetReplicatedJobs") for r in rules), f"{where}: FailJob must fail the JobSet"
+
+
+def test_exit_code_action_follows_the_rules_in_order():
+    spec = {"podFailurePolicy": {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        {"action": "FailJob", "onExitCodes": {"containerName": "other", "operator": "In", "values": [3]}},
+        {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [3, 200]}},
+        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0, 1]}}]}}
+    assert [exit_code_action(spec, "trainer", code) for code in (1, 3, 200, 5)] == ["Count", "Ignore", "Ignore", "FailJob"]
+    assert exit_code_action({}, "trainer", 5) == "Count"
+
+
+def selects(selector: dict, labels: dict) -> bool:
+    assert set(selector) <= {"matchLabels"}, f"only matchLabels is modelled: {selector}"
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_network_policy_admits_only_the_jobs_own_pods(name):
+    """One NetworkPolicy selects every pod of the example and no other example's pod, and admits
+    to its pods' ports (TensorFlow's and the control port) exactly those pods."""
+    pods = kubernetes_pods(load_manifest(name))
+    others = [p for other in KUBERNETES_EXAMPLES if other != name for p in kubernetes_pods(load_manifest(other))]
+    policies = [d for d in load_manifest(NETWORK_POLICY_FILE) if any(selects(d["spec"]["podSelector"], p.labels) for p in pods)]
+    assert len(policies) == 1, f"{name}: {len(policies)} NetworkPolicies select its pods"
+    policy = policies[0]
+    where = f"{NETWORK_POLICY_FILE}: {policy['metadata']['name']}"
+    assert all(selects(policy["spec"]["podSelector"], p.labels) for p in pods), f"{where}: misses pods of {name}"
+    assert not any(selects(policy["spec"]["podSelector"], p.labels) for p in others), f"{where}: selects other pods"
+    assert policy["spec"]["policyTypes"] == ["Ingress"], where
+    admitted_ports = set()
+    for rule in policy["spec"]["ingress"]:
+        assert rule.get("from"), f"{where}: a rule without `from` admits everyone"
+        for peer in rule["from"]:
+            assert set(peer) == {"podSelector"}, f"{where}: only pods of the job's namespace: {peer}"
+            assert all(selects(peer["podSelector"], p.labels) for p in pods), f"{where}: refuses pods of {name}"
+            assert not any(selects(peer["podSelector"], p.labels) for p in others), f"{where}: admits other pods"
+        assert rule.get("ports"), f"{where}: a rule without `ports` admits every port"
+        for port in rule["ports"]:
+            assert port.get("protocol", "TCP") == "TCP" and isinstance(port["port"], int), where
+            admitted_ports.add(port["port"])
+    assert admitted_ports == {port for p in pods for port in p.ports}, f"{where}: ports {admitted_ports}"
+    assert CONTROL_PORT in admitted_ports, where
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
 def test_manifest_deploys_the_way_tfboot_needs(name):
     docs = load_manifest(name)
     services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
@@ -191,15 +395,10 @@ def test_kubernetes_model_publishes_records_only_with_publish_not_ready_addresse
     assert not any(pod.dns_names for pod in kubernetes_pods(docs))
 
 
-@pytest.mark.parametrize("name", KUBERNETES_FILES)
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
 def test_containers_keep_the_image_entrypoint(name):
     for doc in load_manifest(name):
-        templates = []
-        if doc["kind"] in ("StatefulSet", "Job"):
-            templates.append(doc["spec"]["template"])
-        if doc["kind"] == "JobSet":
-            templates += [job["template"]["spec"]["template"] for job in doc["spec"]["replicatedJobs"]]
-        for template in templates:
+        for template in pod_templates(doc):
             for container in template["spec"]["containers"]:
                 assert "command" not in container, f"{name}: `command:` would replace tfboot, the image's ENTRYPOINT"
 
@@ -213,12 +412,27 @@ def test_compose_file_passes_compose_config(name):
         assert "TFBOOT_CLUSTER" in service.get("environment", {}), f"{name}: {service_name}"
 
 
+@pytest.mark.parametrize("name", COMPOSE_FILES)
+def test_compose_file_with_its_control_secret_passes_compose_config(name, tmp_path):
+    with open(os.path.join(EXAMPLES_DIR, name)) as f:
+        text, uncommented = with_control_secret(f.read())
+    assert uncommented, f"{name}: no lines under {SECRET_MARKER!r}"
+    variant = tmp_path / os.path.basename(name)
+    variant.write_text(text)
+    config = compose_config(name, str(variant))
+    assert set(config["secrets"]) == {"tfboot-control"}, name
+    for service_name, service in config["services"].items():
+        assert [s["source"] for s in service["secrets"]] == ["tfboot-control"], f"{name}: {service_name}"
+        # compose mounts a secret at /run/secrets/<name>
+        assert service["environment"]["TFBOOT_CONTROL_SECRET_FILE"] == "/run/secrets/tfboot-control", f"{name}: {service_name}"
+
+
 # --------------------------------------------------------------------------------------------
 # TF_CONFIG in every pod
 
 
 def test_every_example_has_its_tf_config_in_the_readme():
-    assert set(readme_blocks()) == {*KUBERNETES_FILES, *COMPOSE_FILES, TFJOB}
+    assert set(readme_blocks()) == {*KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB}
 
 
 def run_tfboot_in_pods(tfboot: str, pods: list[Pod]) -> dict[str, tuple[int, str, str]]:
@@ -241,7 +455,7 @@ def run_tfboot_in_pods(tfboot: str, pods: list[Pod]) -> dict[str, tuple[int, str
 
 
 def example_pods(example: str, readme_json: str) -> list[Pod]:
-    if example in KUBERNETES_FILES:
+    if example in KUBERNETES_EXAMPLES:
         return kubernetes_pods(load_manifest(example))
     if example in COMPOSE_FILES:
         return compose_containers(compose_config(example), COMPOSE_PROJECT)
@@ -261,7 +475,7 @@ def own_task(pod: Pod, cluster: dict) -> dict:
     return found[0]
 
 
-@pytest.mark.parametrize("example", [*KUBERNETES_FILES, *COMPOSE_FILES, TFJOB])
+@pytest.mark.parametrize("example", [*KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB])
 def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot, root):
     blocks = readme_blocks()
     assert example in blocks, f"examples/README.md has no TF_CONFIG block for {example}"

@@ -24,6 +24,7 @@ this way while waiting for a missing peer), a helper process kills the task with
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import select
@@ -257,7 +258,13 @@ def main(argv):
         per_replica_loss = strategy.run(step_fn, args=(next(iterator),))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_loss, axis=None)
 
-    writer = tf.summary.create_file_writer(os.path.join(log_dir, "tensorboard"))
+    # Recent TensorFlow releases no longer install TensorBoard, and tf.summary needs it.
+    writer = None
+    if importlib.util.find_spec("tensorboard") is not None:
+        writer = tf.summary.create_file_writer(os.path.join(log_dir, "tensorboard"))
+    else:
+        print(f"[train.py] task={task_name} TensorBoard is not installed: no summaries "
+              f"(pip install tensorboard for them)", flush=True)
     iterator = iter(dist_dataset)
     history = []
     for epoch in range(args.epochs):
@@ -267,12 +274,14 @@ def main(argv):
             total += float(train_step(iterator))
         epoch_loss = total / args.steps_per_epoch
         history.append(epoch_loss)
-        with writer.as_default():
-            tf.summary.scalar("loss", epoch_loss, step=epoch)
-        writer.flush()
+        if writer is not None:
+            with writer.as_default():
+                tf.summary.scalar("loss", epoch_loss, step=epoch)
+            writer.flush()
         print(f"[train.py] task={task_name} epoch {epoch + 1}/{args.epochs} "
               f"loss={epoch_loss:.6f} ({time.monotonic() - started:.2f}s)", flush=True)
-    writer.close()
+    if writer is not None:
+        writer.close()
 
     final_sha = weights_sha256(model, np)
     # Loss of the final weights over the whole synthetic set, computed locally on each worker:

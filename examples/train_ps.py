@@ -4,42 +4,29 @@
 Roles, from TF_CONFIG (required; e.g. `tfboot local --cluster chief=1,ps=1,worker=2`):
   chief      the coordinator: builds a small model whose variables live on the ps tasks,
              schedules --steps training steps on the workers with ClusterCoordinator, reports
-             the loss, then tells every ps and worker that the job is done.
-  ps/worker  start a tf.distribute.Server and wait until the chief says the job is done.
+             the loss and exits 0.
+  ps/worker  start a tf.distribute.Server and server.join(), which never returns.
   evaluator  has nothing to evaluate here (no shared filesystem for checkpoints): ends at once.
 
-How the ps/worker servers end (TensorFlow's server.join() never returns):
-  * "done" signal over TensorFlow's own RPC channel: after training, the chief runs a
-    tf.io.write_file op *placed on each ps/worker device*, so it executes inside that task's
-    process and writes a marker file on that task's own filesystem,
-    <--done-dir>/tfboot-done-<type>-<index>-<cluster id>. The server's main thread polls for it.
-    Nothing is shared between hosts; it works across network namespaces and machines, as the
-    servers are reachable by the chief anyway. --done-dir (default /tmp) must be a writable
-    local directory on every task and have the same value everywhere (same command line).
-  * After the marker appears the server lingers until the chief's port is closed (at most
-    --linger seconds) so the chief's own teardown never talks to a vanished task, then exits 0.
-  * Fallback: the server probes the chief's address (TCP connect) twice a second. If the chief was
-    up and then stays unreachable for --chief-grace seconds without a done marker, the server
-    exits 1 (the chief died).
-  * Every role has a watchdog: after --timeout seconds the process exits 124.
+The ps and worker tasks end because tfboot ends them: under tfboot's job supervision (tfboot as
+PID 1 of each pod, or `tfboot local`) the chief's command exiting 0 ends the job, and every other
+task's tfboot stops its command (5 s to end by itself, then SIGTERM) and exits 0. Run without
+that supervision (plain `python train_ps.py`, or tfboot in exec mode), the servers run until
+--timeout or until someone stops them, as TensorFlow's own servers always do.
 
-Output on success, one line on stdout per task:
+Output on success, one line on stdout per task that ends by itself:
   TFBOOT_RESULT task=chief:0 loss=0.123456 init_loss=4.567890 steps=40 workers=2 ps=1
-  TFBOOT_RESULT task=worker:1 status=done
-  TFBOOT_RESULT task=ps:0 status=done
   TFBOOT_RESULT task=evaluator:0 status=idle
-On failure a line `TFBOOT_FAILED task=... reason=...` goes to stderr; exit status 1 (error,
-chief lost), 2 (bad TF_CONFIG/arguments), 124 (--timeout expired; if TensorFlow holds the
+On failure a line `TFBOOT_FAILED task=... reason=...` goes to stderr; exit status 1 (error),
+2 (bad TF_CONFIG/arguments), 124 (--timeout expired, any role; if TensorFlow holds the
 interpreter at that moment, a helper process kills the task with SIGKILL 5 s later instead).
 """
 
 import argparse
-import hashlib
 import json
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
@@ -75,15 +62,6 @@ def parse_args(argv):
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="any role gives up (exit 124) after this many seconds; 0 = never "
                              "(default 600)")
-    parser.add_argument("--done-dir", default="/tmp",
-                        help="local directory on every ps/worker where the chief's done marker "
-                             "is written (default /tmp)")
-    parser.add_argument("--chief-grace", type=float, default=20.0,
-                        help="ps/worker: exit 1 when the chief has been unreachable this long "
-                             "without saying done (default 20)")
-    parser.add_argument("--linger", type=float, default=10.0,
-                        help="ps/worker: after the done marker, wait at most this long for the "
-                             "chief to go away before exiting (default 10)")
     args = parser.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1:
         parser.error("--steps and --batch-size must be at least 1")
@@ -122,34 +100,6 @@ def read_tf_config():
         if len(cluster["chief"]) != 1:
             raise ConfigError("ParameterServerStrategy needs exactly one chief")
     return cluster, task_type, task_index
-
-
-def cluster_id(cluster):
-    """Short id of this cluster, the same on every task (they all get the same cluster)."""
-    canonical = json.dumps({k: cluster[k] for k in ("chief", "ps", "worker") if k in cluster},
-                           sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-def done_marker(done_dir, cluster, task_type, task_index):
-    return os.path.join(done_dir,
-                        f"tfboot-done-{task_type}-{task_index}-{cluster_id(cluster)}")
-
-
-def split_address(address):
-    host, _, port = address.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
-
-
-def reachable(address, timeout=2.0):
-    try:
-        host, port = split_address(address)
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except (OSError, ValueError):
-        return False
 
 
 def start_watchdog(seconds):
@@ -207,56 +157,20 @@ def quiet_tensorflow():
 
 
 def finish(status):
-    """Leaves without running TensorFlow's server destructors (a started server cannot stop)."""
+    """Leaves without waiting for TensorFlow's threads and destructors (the coordinator's
+    threads still hold connections to the servers, which are not going to close them)."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
 
 
-def run_server(args, cluster, task_type, task_index):
-    marker = done_marker(args.done_dir, cluster, task_type, task_index)
-    try:
-        os.remove(marker)  # left over from an earlier run with the same addresses
-    except FileNotFoundError:
-        pass
-    if not os.path.isdir(args.done_dir) or not os.access(args.done_dir, os.W_OK):
-        raise ConfigError(f"--done-dir {args.done_dir} is not a writable directory")
-
+def run_server(cluster, task_type, task_index):
     tf = quiet_tensorflow()
     server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=task_type,
                                   task_index=task_index, protocol="grpc", start=True)
-    chief = cluster["chief"][0]
-    print(f"[train_ps.py] task={TASK_NAME} serving {server.target}; waiting for the chief "
-          f"({chief}) to write {marker}", flush=True)
-
-    chief_seen = False
-    chief_lost_since = None
-    while True:
-        if os.path.exists(marker):
-            break
-        if reachable(chief):
-            chief_seen, chief_lost_since = True, None
-        elif chief_seen:
-            now = time.monotonic()
-            chief_lost_since = chief_lost_since or now
-            if now - chief_lost_since >= args.chief_grace:
-                # One last look: the chief may have written the marker just before leaving.
-                if os.path.exists(marker):
-                    break
-                print(f"TFBOOT_FAILED task={TASK_NAME} reason=chief {chief} gone for "
-                      f"{args.chief_grace:g}s without saying done", file=sys.stderr, flush=True)
-                return EXIT_ERROR
-        time.sleep(0.5)
-
-    # Done. Give the chief time to close its connections to us before this process vanishes.
-    deadline = time.monotonic() + args.linger
-    while time.monotonic() < deadline and reachable(chief, timeout=1.0):
-        time.sleep(0.5)
-    try:
-        os.remove(marker)
-    except OSError:
-        pass
-    print(f"TFBOOT_RESULT task={TASK_NAME} status=done", flush=True)
+    print(f"[train_ps.py] task={TASK_NAME} serving {server.target} until tfboot ends the job",
+          flush=True)
+    server.join()  # never returns; SIGTERM (default action) ends the process
     return 0
 
 
@@ -353,36 +267,9 @@ def run_chief(args, cluster):
                    "seconds": elapsed}, f, indent=2)
         f.write("\n")
 
-    tell_servers_done(tf, args, cluster)
     print(f"TFBOOT_RESULT task={TASK_NAME} loss={loss:.6f} init_loss={init_loss:.6f} "
           f"steps={args.steps} workers={num_workers} ps={num_ps}", flush=True)
     return 0
-
-
-def tell_servers_done(tf, args, cluster):
-    """Writes the done marker on every ps and worker, by running the write on their devices."""
-    failures = []
-
-    def write(task_type, task_index):
-        marker = done_marker(args.done_dir, cluster, task_type, task_index)
-        try:
-            with tf.device(f"/job:{task_type}/replica:0/task:{task_index}/device:CPU:0"):
-                tf.io.write_file(marker, tf.constant(f"done by chief at {time.time():.3f}\n"))
-        except Exception as e:  # noqa: BLE001 - reported below, the others are still told
-            failures.append(f"{task_type}:{task_index}: {type(e).__name__}: {e}")
-
-    threads = [threading.Thread(target=write, args=(job, i), daemon=True)
-               for job in ("ps", "worker") for i in range(len(cluster[job]))]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 30
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-    if any(thread.is_alive() for thread in threads):
-        failures.append("some tasks did not answer within 30s")
-    for failure in failures:
-        print(f"[train_ps.py] task={TASK_NAME} could not tell {failure}", file=sys.stderr,
-              flush=True)
 
 
 def main(argv):
@@ -406,7 +293,7 @@ def main(argv):
         print(f"TFBOOT_RESULT task={TASK_NAME} status=idle", flush=True)
         return 0
     if task_type in ("ps", "worker"):
-        return run_server(args, cluster, task_type, task_index)
+        return run_server(cluster, task_type, task_index)
     return run_chief(args, cluster)
 
 

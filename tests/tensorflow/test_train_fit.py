@@ -1,5 +1,6 @@
 """examples/train_fit.py (Keras model.fit, BackupAndRestore) under tfboot: a whole run, and a job
-whose worker dies mid-training, is stopped everywhere by tfboot and resumes when started again."""
+whose worker dies mid-training: stopped everywhere by tfboot within seconds, refused when restarted
+with a backup dir that is not shared, resumed when restarted with the shared one."""
 
 import json
 import os
@@ -70,19 +71,30 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
         killed_at = time.monotonic()
         os.kill(trainer_pid(procs[1]), signal.SIGKILL)  # the trainer only: the pod's tfboot stays
         ended = first.finish(timeout=60)
-        stopped = {pod.name: ended[pod.name] for pod in pods}
-        worker0, worker1 = stopped["mnist-worker-0"], stopped["mnist-worker-1"]
+        worker0, worker1 = ended["mnist-worker-0"], ended["mnist-worker-1"]
         assert worker1.code == 128 + signal.SIGKILL, worker1.text[-4000:]
         assert worker0.code == STOPPED_BY_JOB, worker0.text[-4000:]
         assert "stopping: worker:1 failed with signal SIGKILL (status 137)" in worker0.text
         # tfboot ends the job within seconds; TensorFlow alone would wait for its peer far longer.
         seconds_to_stop = max(worker0.at, worker1.at) - killed_at
-        assert seconds_to_stop < 20, seconds_to_stop
+        assert seconds_to_stop < 10, seconds_to_stop
         print(f"job stopped {seconds_to_stop:.1f}s after worker 1's trainer was killed")
         for text in (worker0.text, worker1.text):
             assert "TFBOOT_RESULT" not in text, "killed mid-training"
         saved = saved_epoch(backup)
         assert 2 <= saved < epochs
+
+        # A restart where worker 1 does not see the backup would train out of step: refused by both.
+        elsewhere = tmp_path / "not-shared"
+        unshared = PodJob(net, tmp_path, "unshared")
+        unshared.start(pods[0], command, env)
+        unshared.start(pods[1], [*command[:-1], str(elsewhere)], env)
+        refused = unshared.finish(timeout=300)
+        codes = sorted(run.code for run in refused.values())
+        assert codes in ([2, 2], [2, STOPPED_BY_JOB]), codes
+        assert any(f"the workers found different backups (replica 0: epoch {saved}, replica 1: none): --backup-dir "
+                   f"must be one directory shared by every task" in run.text for run in refused.values())
+        assert saved_epoch(backup) == saved and not (elsewhere / "chief").exists()
 
         second = PodJob(net, tmp_path, "second")
         for pod in pods:
@@ -94,7 +106,7 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
             assert f"task=worker:{index} resuming at epoch {saved + 1}/{epochs} from the backup in {backup}" in run.text
             assert f"task=worker:{index} epoch {saved}/{epochs} loss=" not in run.text, "no epoch ran twice"
             assert f"task=worker:{index} epoch {epochs}/{epochs} loss=" in run.text
-            assert json.loads((logs / f"worker_{index}" / "startup.json").read_text())["restarts"] == 1
+            assert json.loads((logs / f"worker_{index}" / "startup.json").read_text())["restarts"] == 2
         found = [results(ended[pod.name].text)[("worker", index)] for index, pod in enumerate(pods)]
         assert found[0]["weights_sha256"] == found[1]["weights_sha256"]
         for fields in found:

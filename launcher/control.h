@@ -55,6 +55,8 @@ struct JobSettings {
 
 // Checks before any socket: the lists, the port, the tasks named (usage errors).
 Result<void> check_job_settings(const JobSettings& settings);
+// Whether `task` is one of settings.tasks: a coordinator's start or stop naming another is refused.
+bool in_cluster(const JobSettings& settings, const JobMember& task);
 
 struct StartInfo {
   std::vector<std::string> environment_differences;  // empty when all equal or --env-check off

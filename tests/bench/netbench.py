@@ -1,4 +1,4 @@
-"""The benchmark's cluster network: tests/harness/netns.py's ClusterNetwork plus what a benchmark
+"""The benchmark's cluster network: tests/harness/cluster.py's ClusterNetwork plus what a benchmark
 needs on top (the harness itself is shared with the integration tests and stays as it is).
 
 * :meth:`BenchNetwork.load_peer_records` publishes thousands of records at once: one file in

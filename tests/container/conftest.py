@@ -8,7 +8,7 @@ import pytest
 _HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS_DIR = os.path.dirname(_HERE)
 REPO_DIR = os.path.dirname(TESTS_DIR)
-for path in (TESTS_DIR, _HERE):   # harness.netns, and this directory's helper modules
+for path in (TESTS_DIR, _HERE):   # harness.cluster, and this directory's helper modules
     if path not in sys.path:
         sys.path.insert(0, path)
 

@@ -4,7 +4,7 @@ unknown field), with and without their optional control secret, and deploy the w
 a NetworkPolicy that admits only the job's pods), the compose files pass `docker compose config`,
 and in every pod of every example tfboot prints exactly the TF_CONFIG that examples/README.md shows.
 
-Each pod runs in a pod of the namespace network (tests/harness/netns.py) with the hostname, the
+Each pod runs in a pod of the namespace network (tests/harness/cluster.py) with the hostname, the
 kubelet's /etc/hosts and resolv.conf (or Docker's), the environment and the args the example gives
 it, and only the DNS records the example's Service publishes before the pods are Ready."""
 

@@ -2,7 +2,7 @@
 
 The build uses no registry: `FROM debian:bookworm` resolves to a debootstrapped local image, and
 BASE_IMAGE (tensorflow/tensorflow in production) is that image plus python3 (see images.py). The
-built image's root filesystem then runs in pods of the namespace network (tests/harness/netns.py)
+built image's root filesystem then runs in pods of the namespace network (tests/harness/cluster.py)
 the way a container runtime would run it: chrooted into the rootfs, in the image's WORKDIR, with
 its ENTRYPOINT + CMD and Env, the pod's /etc/hosts and resolv.conf bind-mounted over the image's,
 and PID 1 of a new PID namespace. The image's train.py is swapped for a probe that prints what

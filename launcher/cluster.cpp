@@ -1,4 +1,4 @@
-// Task types, cluster and port specs, peer templates and peer names (SPEC §4).
+// Task types, cluster and port specs, peer templates and peer names (README: Peers).
 #include "cluster.h"
 
 #include <charconv>

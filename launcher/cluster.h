@@ -1,4 +1,4 @@
-// Task types, cluster and port specs, peer templates and peer names (SPEC §4). Pure.
+// Task types, cluster and port specs, peer templates and peer names (README: Peers). Pure.
 #pragma once
 
 #include <array>

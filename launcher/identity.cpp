@@ -1,4 +1,4 @@
-// Who am I: the first identity source that answers wins (SPEC §3).
+// Who am I: the first identity source that answers wins (README: Identity).
 #include "identity.h"
 
 namespace tfboot {

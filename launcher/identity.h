@@ -1,4 +1,4 @@
-// Who am I: the first identity source that answers wins (SPEC §3). Pure.
+// Who am I: the first identity source that answers wins (README: Identity). Pure.
 #pragma once
 
 #include <optional>

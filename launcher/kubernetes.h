@@ -1,4 +1,4 @@
-// What the pod's own files say about its Service, namespace and cluster domain (SPEC §4). Pure.
+// What the pod's own files say about its Service, namespace and cluster domain (README: Peers). Pure.
 #pragma once
 
 #include <optional>

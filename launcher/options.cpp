@@ -1,4 +1,4 @@
-// Command line and TFBOOT_* environment twins -> Options (SPEC §2).
+// Command line and TFBOOT_* environment twins -> Options (README: Command line).
 #include "options.h"
 
 #include <algorithm>
@@ -45,6 +45,7 @@ constexpr OptionSpec option_table[] = {
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn"},
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s"},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
+    {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
     {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info"},
     {"log-format", Kind::value, "F", "text or json (one object per line)", "text"},
 };
@@ -105,7 +106,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
 
   for (auto [name, target] : {std::pair{"chief-at-ordinal-0", &options.chief_at_ordinal_0},
                               std::pair{"evaluator-in-cluster", &options.evaluator_in_cluster},
-                              std::pair{"print", &options.print}}) {
+                              std::pair{"print", &options.print}, std::pair{"idle-when-done", &options.idle_when_done}}) {
     auto value = get_bool(name);
     if (!value) return std::unexpected(value.error());
     if (*value) *target = **value;
@@ -275,8 +276,9 @@ std::string help_text() {
   }
   text +=
       "\nExit codes: 0 ok, 2 usage/configuration error, 3 peers did not resolve before the deadline,\n"
-      "4 log dir or file not writable, 126 not executable, 127 not found, 128+N killed by signal N,\n"
-      "else the command's own status.\n";
+      "4 log dir or file not writable, 5 start barrier incomplete, 6 environment check failed,\n"
+      "7 a system resource refused, 126 not executable, 127 not found, 128+N killed by signal N,\n"
+      "200 stopped because another task failed or the coordinator was lost, else the command's own status.\n";
   return text;
 }
 

@@ -1,4 +1,4 @@
-// Command line and TFBOOT_* environment twins -> Options (SPEC §2). Pure.
+// Command line and TFBOOT_* environment twins -> Options (README: Command line). Pure.
 #pragma once
 
 #include <chrono>
@@ -54,6 +54,9 @@ struct Options {
   EnvCheck env_check = EnvCheck::warn;
   std::chrono::milliseconds stop_grace = std::chrono::seconds(30);
   std::optional<Setting> control_secret_file;
+  // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
+  // StatefulSet does not restart a finished job.
+  bool idle_when_done = false;
   std::string log_level = "info";
   LogFormat log_format = LogFormat::text;
   std::vector<std::string> command;  // empty: the default command

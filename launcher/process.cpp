@@ -212,6 +212,15 @@ Error exec_command(const std::vector<std::string>& command, const std::vector<st
   return Error{exec_failure_code(saved), exec_failure_message(command[0], saved)};
 }
 
+int idle_until_stopped() {
+  sigset_t stop = stop_signals();
+  int received = 0;
+  while (::sigwait(&stop, &received) != 0) {
+  }
+  log::info("signal {}: the idle task ends", received);
+  return exit_code::ok;
+}
+
 Result<int> supervise_command(ChildSet& children, const std::vector<std::string>& command,
                               const std::vector<std::string>& environment, const InitSettings& settings) {
   auto started = children.start(ChildSpec{command, environment, ""});

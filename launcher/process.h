@@ -67,6 +67,10 @@ struct InitSettings {
   JobChannel* job = nullptr;  // the job's control channel after the start barrier, if any
 };
 
+// Blocks until SIGTERM or SIGINT, then returns 0: a finished task that a StatefulSet would
+// otherwise restart waits to be deleted. Needs those signals blocked (a ChildSet does that).
+int idle_until_stopped();
+
 // Init mode: starts the command in its own process group in `children`, forwards every signal
 // but tfboot's own to that group, reaps every child, follows the job's decisions, and returns
 // the exit code tfboot ends with (README: Running the command, Job supervision).

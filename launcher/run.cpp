@@ -115,8 +115,11 @@ Result<int> run_command(const Options& options, const Launch& launch, JobMembers
   auto children = ChildSet::create(::getpid() != 1);
   if (!children) return std::unexpected(children.error());
   std::unique_ptr<JobChannel> channel = job.link ? make_job_channel(*job.link) : nullptr;
-  return supervise_command(**children, launch.command, launch.environment,
-                           InitSettings{.stop_grace = options.stop_grace, .job = channel.get()});
+  auto status = supervise_command(**children, launch.command, launch.environment,
+                                  InitSettings{.stop_grace = options.stop_grace, .job = channel.get()});
+  if (!status || *status != exit_code::ok || !options.idle_when_done) return status;
+  log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
+  return idle_until_stopped();
 }
 
 Result<int> run_entrypoint(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {

@@ -1,4 +1,4 @@
-// The flow of SPEC §1, from argv and the environment to the running command.
+// The flow of README's first section, from argv and the environment to the running command.
 #pragma once
 
 namespace tfboot {

@@ -1,4 +1,4 @@
-// Build, parse and validate TF_CONFIG the way TensorFlow reads it (SPEC §5).
+// Build, parse and validate TF_CONFIG the way TensorFlow reads it (README: TF_CONFIG).
 #include "tf_config.h"
 
 #include <set>

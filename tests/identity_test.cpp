@@ -1,4 +1,4 @@
-// Who am I (SPEC §3): hostnames and environments -> type, index and the source named in the log.
+// Who am I (README: Identity): hostnames and environments -> type, index and the source named in the log.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -248,7 +248,7 @@ TEST_CASE("identity::resolve_identity usage errors name their source") {
   });
 }
 
-// SPEC §2: --task-type defaults "from identity sources (§3)". When only the index is given
+// README: --task-type defaults "from identity sources". When only the index is given
 // explicitly, the type must still come from the hostname, as it does for an index from the
 // environment (JOB_COMPLETION_INDEX) and for TF_CONFIG.
 TEST_CASE("identity::resolve_identity --task-index alone keeps the hostname's type") {

@@ -1,4 +1,4 @@
-// What a pod's /etc/resolv.conf and /etc/hosts say about its Service, namespace and domain (SPEC §4).
+// What a pod's /etc/resolv.conf and /etc/hosts say about its Service, namespace and domain (README: Peers).
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// TF_CONFIG: exact JSON out, and the checks TensorFlow would make on what comes in (SPEC §5).
+// TF_CONFIG: exact JSON out, and the checks TensorFlow would make on what comes in (README: TF_CONFIG).
 #include <doctest/doctest.h>
 
 #include <string>

@@ -50,6 +50,19 @@ def test_first_failure_stops_the_others_and_sets_the_exit_code(tfboot, tmp_path)
     assert "[worker:1] failed; stopping the other tasks" in result.stderr
 
 
+def test_coordinator_done_ends_servers_that_never_exit(tfboot, tmp_path):
+    # A ParameterServerStrategy job's ps and workers only server.join(): the chief's success ends them.
+    script = 'if [ "$TFBOOT_TASK_TYPE" = chief ]; then sleep 1; exit 0; fi; exec sleep 600'
+    started = time.monotonic()
+    result = subprocess.run([tfboot, "local", "--cluster", "chief=1,ps=1,worker=2", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 15  # 1 s of work, 5 s to end by themselves, then SIGTERM
+    assert "[chief:0] is done, and so is the job" in result.stderr
+    for task in ("ps:0", "worker:0", "worker:1"):
+        assert f"[{task}] exited with status {128 + signal.SIGTERM}" in result.stderr
+
+
 def test_sigterm_stops_all_tasks(tfboot, tmp_path):
     proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", "echo $$; exec sleep 30"],
                             env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -218,3 +218,21 @@ def test_control_port_0_runs_each_task_alone(net, tfboot, tmp_path):
     code, _, err = finish_all([proc])[0]
     assert code == 0, err
     assert "job" not in json.loads((tmp_path / "worker_1" / "startup.json").read_text())
+
+
+def test_idle_when_done_keeps_finished_tasks_until_they_are_stopped(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    idle = {"TFBOOT_IDLE_WHEN_DONE": "1"}
+    procs = [start(net, tfboot, pods[0], ["true"], tmp_path, "worker=2", idle),
+             start(net, tfboot, pods[1], ["sleep", "600"], tmp_path, "worker=2", idle)]
+    deadline = time.monotonic() + 40
+    seen = ["", ""]
+    while not all("staying idle" in text for text in seen):
+        assert time.monotonic() < deadline, seen
+        for i, proc in enumerate(procs):
+            seen[i] += proc.stderr.readline()
+    time.sleep(2)
+    assert [proc.poll() for proc in procs] == [None, None], "a StatefulSet would restart a task that exits"
+    for proc in procs:
+        net.signal(proc, signal.SIGTERM)
+    assert [proc.wait(timeout=10) for proc in procs] == [0, 0]

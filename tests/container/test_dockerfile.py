@@ -153,7 +153,34 @@ def _wait_for_query(net, name, client, proc, timeout=20.0):
     pytest.fail(f"{client} did not ask for {name} within {timeout}s")
 
 
+SECRET_PATH = "/var/run/secrets/tfboot/secret"   # where the examples mount the control secret
+
+
+def _host_path(rootfs, path):
+    """Where the container's path lies on the host, following the image's symlinks inside rootfs:
+    an absolute link such as Debian's /var/run -> /run points into the image, not at the host's
+    /run, which os.makedirs(rootfs + path) would write to."""
+    resolved = "/"
+    for part in path.strip("/").split("/"):
+        candidate = os.path.join(resolved, part)
+        for _ in range(8):   # links to links, bounded
+            host = os.path.join(rootfs, candidate.lstrip("/"))
+            if not os.path.islink(host):
+                break
+            target = os.readlink(host)
+            candidate = os.path.normpath(target if target.startswith("/") else os.path.join(resolved, target))
+        else:
+            pytest.fail(f"{path}: too many symbolic links in the image")
+        resolved = candidate
+    host = os.path.join(rootfs, resolved.lstrip("/"))
+    assert os.path.realpath(host).startswith(os.path.realpath(rootfs) + "/"), f"{path} leaves the image: {host}"
+    return host
+
+
 def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
+    """Two pods of one job, as examples/kubernetes/statefulset.yaml makes them (with its optional
+    control secret): both tfboot meet on the control port before the CMD runs, and the job ends
+    with both."""
     config = image_config(built, built.trainer)
     image_env = dict(item.split("=", 1) for item in config.get("Env") or [])
     names = ["mnist-worker-0", "mnist-worker-1"]
@@ -169,9 +196,13 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
         procs, logs = [], []
         for index, pod in enumerate(pods):
             _prepare_rootfs(rootfs[index])
+            secret = _host_path(rootfs[index], SECRET_PATH)   # what the kubelet mounts
+            os.makedirs(os.path.dirname(secret), exist_ok=True)
+            with open(secret, "w") as f:
+                f.write("a shared secret of this job\n")
             net.publish(pod)
             env = {**image_env, "TFBOOT_CLUSTER": "worker=2", "POD_NAME": pod.name, "POD_NAMESPACE": "default",
-                   "TFBOOT_WAIT": "60s"}
+                   "TFBOOT_WAIT": "60s", "TFBOOT_CONTROL_SECRET_FILE": SECRET_PATH}
             # unshare --root/--wd: chroot + chdir + exec, so the program is still PID 1
             argv = ["/usr/bin/unshare", f"--root={rootfs[index]}", f"--wd={config['WorkingDir']}", "--",
                     *config["Entrypoint"], *config["Cmd"]]
@@ -197,6 +228,9 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
             # tfboot wrote its files into the container's root filesystem
             with open(os.path.join(rootfs[index], f"logs/worker_{index}/tf_config.json")) as f:
                 assert json.load(f) == json.loads(expected % index)
+            with open(os.path.join(rootfs[index], f"logs/worker_{index}/startup.json")) as f:
+                job = json.load(f)["job"]
+            assert (job["coordinator"], job["control_port"], job["tasks_present"]) == ("worker:0", 2220, 2), job
 
 
 def test_dockerfile_stages_and_default_base_image():

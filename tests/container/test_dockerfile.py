@@ -115,7 +115,7 @@ def test_trainer_image_holds_the_static_binary_and_the_examples(built):
         assert os.access(binary, os.X_OK)
         description = file_description(binary)
         assert "statically linked" in description and "not stripped" not in description, description
-        for name in ("train.py", "train_ps.py"):
+        for name in ("train.py", "train_ps.py", "train_fit.py"):
             with open(os.path.join(rootfs, WORKDIR.lstrip("/"), name), "rb") as inside, \
                     open(os.path.join(built.context, "examples", name), "rb") as source:
                 assert inside.read() == source.read(), f"{WORKDIR}/{name} differs from examples/{name}"

@@ -37,8 +37,6 @@ JOB_CONTROL = [signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU]
 # Every standard signal an init passes on to the command.
 PASSED_ON = [signal.Signals(n) for n in range(1, 32)
              if n not in NEVER_PASSED_ON | SYNCHRONOUS and n not in JOB_CONTROL]
-# The signals tfboot passed on before this suite (README's first list).
-FIRST_SIX = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2}
 # Passed-on signals whose default action ends a process (all but SIGCONT, SIGURG, SIGWINCH).
 DEFAULT_ENDS_PROCESS = [s for s in PASSED_ON if s not in (signal.SIGCONT, signal.SIGURG, signal.SIGWINCH)]
 
@@ -46,8 +44,10 @@ MODES = ["init", "pid1"]
 
 # The command for signal tests: a handler for every catchable signal that prints its number,
 # "ready <pid>" once they are in place, and `exit N` on stdin ends it with status N.
+# Python runs a handler between bytecodes: a signal caught just before a blocking read of stdin
+# would be printed only once the next line came. The wakeup fd makes select return instead.
 PRINT_SIGNALS = r"""
-import os, signal, sys
+import os, select, signal, sys
 def report(number, frame):
     os.write(1, b"%d\n" % number)
 for number in range(1, signal.NSIG):
@@ -57,10 +57,24 @@ for number in range(1, signal.NSIG):
         signal.signal(number, report)
     except (OSError, ValueError):
         pass  # the C library keeps a few real-time signals for itself
+wakeup_read, wakeup_write = os.pipe()
+os.set_blocking(wakeup_write, False)
+signal.set_wakeup_fd(wakeup_write)
 os.write(1, b"ready %d\n" % os.getpid())
-for line in sys.stdin:
-    if line.startswith("exit "):
-        sys.exit(int(line.split()[1]))
+typed = b""
+while True:
+    readable, _, _ = select.select([0, wakeup_read], [], [])
+    if wakeup_read in readable:
+        os.read(wakeup_read, 4096)
+    if 0 in readable:
+        chunk = os.read(0, 4096)
+        if not chunk:
+            break
+        typed += chunk
+        while b"\n" in typed:
+            line, typed = typed.split(b"\n", 1)
+            if line.startswith(b"exit "):
+                sys.exit(int(line.split()[1]))
 """
 
 

@@ -18,13 +18,8 @@ import time
 
 import pytest
 
-from init_support import (FIRST_SIX, JOB_CONTROL, MODES, PASSED_ON, PATH, PRINT_SIGNALS, PYTHON, Supervised,
-                          entrypoint_args, is_running, kill_quietly, process_state, wait_until)
-
-
-def issue_11_unless(condition, item):
-    """xfail (strict) for what today's binary gets wrong; `condition` says the case already works."""
-    return [] if condition else [pytest.mark.xfail(strict=True, reason=f"issue 11: {item}")]
+from init_support import (JOB_CONTROL, MODES, PASSED_ON, PATH, PRINT_SIGNALS, PYTHON, Supervised, entrypoint_args,
+                          is_running, kill_quietly, process_state, wait_until)
 
 
 def start_print_signals(tfboot, tmp_path, mode):
@@ -40,9 +35,7 @@ def start_print_signals(tfboot, tmp_path, mode):
 # ---- (dumb-init's proxies_signals_test, one signal per case so each can be told apart)
 
 def _passed_on_cases():
-    return [pytest.param(mode, sig, id=f"{mode}-{sig.name}",
-                         marks=issue_11_unless(sig in FIRST_SIX, "signal not forwarded by the init"))
-            for mode in MODES for sig in PASSED_ON]
+    return [pytest.param(mode, sig, id=f"{mode}-{sig.name}") for mode in MODES for sig in PASSED_ON]
 
 
 @pytest.mark.parametrize("mode, sig", _passed_on_cases())
@@ -59,7 +52,6 @@ def test_signal_reaches_the_command_and_tfboot_survives(tfboot, tmp_path, mode, 
 # ---- job control (dumb-init's shell_background_test): SIGTSTP, SIGTTIN and SIGTTOU are passed
 # ---- on and then stop tfboot too; SIGCONT resumes both and is passed on
 
-@pytest.mark.xfail(strict=True, reason="issue 11: job control signals are not passed on, or do not stop tfboot")
 @pytest.mark.parametrize("sig", JOB_CONTROL, ids=lambda s: s.name)
 def test_suspend_signal_is_passed_on_then_stops_tfboot_and_sigcont_resumes_it(tfboot, tmp_path, sig):
     # The command handles the signal (prints it), so only tfboot stops.
@@ -76,7 +68,6 @@ def test_suspend_signal_is_passed_on_then_stops_tfboot_and_sigcont_resumes_it(tf
         assert run.wait(timeout=5) == 7, run.stderr()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: job control signals do not suspend tfboot and the command together")
 @pytest.mark.parametrize("sig", JOB_CONTROL, ids=lambda s: s.name)
 def test_suspend_signal_stops_tfboot_and_a_command_with_default_dispositions_together(tfboot, tmp_path, sig):
     with Supervised(tfboot, tmp_path, ["sleep", "60"], "init") as run:
@@ -106,7 +97,6 @@ time.sleep(30)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: the command's leftovers are not sent SIGTERM when it exits")
 @pytest.mark.parametrize("mode", MODES)
 def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboot, tmp_path, mode):
     script = f"{PYTHON} -c '{LEFTOVER}' & while [ ! -e leftover.pid ]; do sleep 0.02; done; exit 0"
@@ -125,7 +115,6 @@ def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboo
 
 # ---- tfboot keeps no reference to the directory it was started in (dumb-init's cwd_test)
 
-@pytest.mark.xfail(strict=True, reason="issue 11: tfboot keeps its working directory")
 @pytest.mark.parametrize("mode", MODES)
 def test_command_starts_in_the_start_directory_and_tfboot_moves_to_root(tfboot, tmp_path, mode):
     start = tmp_path / "start"

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from init_support import DEFAULT_ENDS_PROCESS, FIRST_SIX, MODES, PATH, PYTHON, Supervised, entrypoint_args
+from init_support import DEFAULT_ENDS_PROCESS, MODES, PATH, PYTHON, Supervised, entrypoint_args
 
 REAL_TIME = [signal.SIGRTMIN, signal.SIGRTMAX]
 
@@ -25,22 +25,12 @@ def signal_id(sig):
     return signal.Signals(sig).name
 
 
-def issue_11_unless(condition, item):
-    """xfail (strict) for what today's binary gets wrong; `condition` says the case already works."""
-    return [] if condition else [pytest.mark.xfail(strict=True, reason=f"issue 11: {item}")]
-
-
 # ---- signals: tini forwards every signal but the synchronous ones; a command that dies of one
 # ---- makes tfboot exit 128+N (tini's signals test, generalised from TERM/USR1/USR2)
 
 def _ends_command_cases():
-    cases = []
-    for mode in MODES:
-        for sig in [*DEFAULT_ENDS_PROCESS, *REAL_TIME]:
-            works = sig in FIRST_SIX
-            cases.append(pytest.param(mode, sig, id=f"{mode}-{signal_id(sig)}",
-                                      marks=issue_11_unless(works, "signal not forwarded by the init")))
-    return cases
+    return [pytest.param(mode, sig, id=f"{mode}-{signal_id(sig)}")
+            for mode in MODES for sig in [*DEFAULT_ENDS_PROCESS, *REAL_TIME]]
 
 
 @pytest.mark.parametrize("mode, sig", _ends_command_cases())
@@ -100,9 +90,7 @@ print(f"child ended with {child.wait()}", flush=True)
 """
 
 
-@pytest.mark.parametrize("sig", [pytest.param(signal.SIGUSR1, id="SIGUSR1"),
-                                 pytest.param(signal.SIGALRM, id="SIGALRM",
-                                              marks=issue_11_unless(False, "signal not forwarded by the init"))])
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGALRM], ids=signal_id)
 def test_signal_reaches_the_commands_child_while_the_command_ignores_it(tfboot, tmp_path, sig):
     with Supervised(tfboot, tmp_path, [PYTHON, "-c", IGNORES_BUT_CHILD_DOES_NOT, str(int(sig))], "init") as run:
         assert run.out.readline() == "ready"
@@ -122,7 +110,6 @@ def parent_ignores_and_blocks_like_sigconf():
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTTIN, signal.SIGILL, signal.SIGTERM})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: the command inherits the parent's blocked and ignored signals")
 @pytest.mark.parametrize("mode", ["--init", "--no-init"])
 def test_signals_the_parent_ignored_or_blocked_are_clean_for_the_command(tfboot, tmp_path, mode):
     result = subprocess.run([tfboot, *entrypoint_args(tmp_path), mode, "--", "grep", "-E", "^Sig(Blk|Ign):",

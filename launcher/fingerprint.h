@@ -1,6 +1,7 @@
 // A task's environment fingerprint: what must match across the tasks of one job (TensorFlow,
 // Python, CUDA, cuDNN, NCCL, NVIDIA driver, GPUs, installed distributions). Read from files only,
-// never by running Python, so it takes milliseconds; comparing and the JSON form are pure.
+// never by running Python, so it takes milliseconds (fingerprint_read.cpp); comparing and the JSON
+// form are pure (fingerprint.cpp).
 #pragma once
 
 #include <array>
@@ -40,6 +41,10 @@ struct FingerprintField {
   bool absent_is_fine;
 };
 extern const std::array<FingerprintField, 10> fingerprint_fields;
+
+// A value as stored: characters outside printable ASCII dropped, spaces trimmed, cut to
+// max_fingerprint_value; "absent" when nothing is left. Files and peers' JSON both go through it.
+std::string clean_fingerprint_value(std::string_view text);
 
 // `root` prefixes every path read ("" in production; a fake tree in tests). `env` supplies PATH,
 // PYTHONPATH, HOME, LD_LIBRARY_PATH, NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.

@@ -56,6 +56,9 @@ BarrierSettings barrier_settings(EnvCheck check = EnvCheck::warn) {
 TEST_CASE("control_protocol::parse_member") {
   CHECK(parse_member("worker:2") == JobMember{TaskType::worker, 2});
   CHECK(parse_member("evaluator:0") == JobMember{TaskType::evaluator, 0});
+  // The wire spells a task as logs and files do: cluster.h's task_name is the one writer.
+  CHECK(JobMember{TaskType::ps, 3}.text() == "ps:3");
+  CHECK(JobMember{TaskType::chief, 0}.text() == task_name(TaskType::chief, 0));
   for (const std::string text : {"", "worker", "worker:", ":1", "master:0", "worker:02", "worker:-1", "worker:1 ", "gpu:0", "worker:1:2"}) {
     CAPTURE(text);
     CHECK_FALSE(parse_member(text).has_value());

@@ -178,6 +178,15 @@ TEST_CASE("fingerprint::to_json and fingerprint_from_json") {
   }
 }
 
+TEST_CASE("fingerprint::clean_fingerprint_value") {
+  CHECK(clean_fingerprint_value("2.16.1") == "2.16.1");
+  CHECK(clean_fingerprint_value("  Tesla T4 \n") == "Tesla T4");          // a newline dropped, spaces trimmed
+  CHECK(clean_fingerprint_value("2.\x01" "16\t.1\x7f\xc3\xa9") == "2.16.1");  // control, DEL and non-ASCII bytes dropped
+  CHECK(clean_fingerprint_value("") == "absent");
+  CHECK(clean_fingerprint_value(" \n\t ") == "absent");
+  CHECK(clean_fingerprint_value(std::string(300, 'x')) == std::string(max_fingerprint_value, 'x'));
+}
+
 TEST_CASE("fingerprint::compare_fingerprints") {
   auto with = [](std::string tensorflow, std::string driver = "absent", std::string count = "absent") {
     Fingerprint fingerprint;

@@ -1,12 +1,13 @@
-// The resolver's pure parts: --dns-server lists, reverse names, and what each failure reason means.
+// DNS names and lookup outcomes (dns_names.h): --dns-server lists, reverse names, what each failure
+// reason means, and /etc/hosts lines.
 #include <doctest/doctest.h>
 
-#include "resolver.h"
+#include "dns_names.h"
 #include "test_support.h"
 
 namespace tfboot {
 
-TEST_CASE("resolver::parse_dns_servers") {
+TEST_CASE("dns_names::parse_dns_servers") {
   struct Row {
     const char* behaviour;
     const char* list;
@@ -72,7 +73,7 @@ TEST_CASE("resolver::parse_dns_servers") {
   }
 }
 
-TEST_CASE("resolver::reverse_lookup_name") {
+TEST_CASE("dns_names::reverse_lookup_name") {
   CHECK(reverse_lookup_name("10.1.2.3") == "3.2.1.10.in-addr.arpa");
   CHECK(reverse_lookup_name("192.168.200.7") == "7.200.168.192.in-addr.arpa");
   CHECK(reverse_lookup_name("fd00::21") == "1.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.d.f.ip6.arpa");
@@ -86,7 +87,7 @@ TEST_CASE("resolver::reverse_lookup_name") {
   }
 }
 
-TEST_CASE("resolver::lookup_failure") {
+TEST_CASE("dns_names::lookup_failure") {
   struct Row {
     LookupReason reason;
     LookupStatus status;
@@ -125,11 +126,7 @@ TEST_CASE("resolver::lookup_failure") {
   }
 }
 
-}  // namespace tfboot
-
-namespace tfboot {
-
-TEST_CASE("resolver::addresses_in_hosts_file answers as glibc's files source does") {
+TEST_CASE("dns_names::addresses_in_hosts_file answers as glibc's files source does") {
   const std::string hosts =
       "127.0.0.1\tlocalhost\n"
       "::1 localhost ip6-localhost  # loopback\n"

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import textwrap
+import threading
 import time
 
 import pytest
@@ -225,14 +226,20 @@ def test_idle_when_done_keeps_finished_tasks_until_they_are_stopped(net, tfboot,
     idle = {"TFBOOT_IDLE_WHEN_DONE": "1"}
     procs = [start(net, tfboot, pods[0], ["true"], tmp_path, "worker=2", idle),
              start(net, tfboot, pods[1], ["sleep", "600"], tmp_path, "worker=2", idle)]
+    # One reader per task, so that a task that never says it is idle cannot block the test.
+    seen = [[], []]
+    readers = [threading.Thread(target=lambda i=i: seen[i].extend(iter(procs[i].stderr.readline, "")), daemon=True)
+               for i in range(2)]
+    for reader in readers:
+        reader.start()
     deadline = time.monotonic() + 40
-    seen = ["", ""]
-    while not all("staying idle" in text for text in seen):
+    while not all(any("staying idle" in line for line in lines) for lines in seen):
         assert time.monotonic() < deadline, seen
-        for i, proc in enumerate(procs):
-            seen[i] += proc.stderr.readline()
+        time.sleep(0.2)
     time.sleep(2)
     assert [proc.poll() for proc in procs] == [None, None], "a StatefulSet would restart a task that exits"
     for proc in procs:
         net.signal(proc, signal.SIGTERM)
     assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
+    for reader in readers:
+        reader.join(timeout=10)

@@ -7,18 +7,75 @@
 
 namespace tfboot {
 
-std::string to_json(const TfConfig& config) {
-  // ordered_json keeps insertion order: cluster before task, chief before worker before ps.
-  nlohmann::ordered_json cluster = nlohmann::ordered_json::object();
-  for (TaskType type : all_task_types) {
-    if (!config.job(type).empty()) cluster[std::string(to_string(type))] = config.job(type);
+namespace {
+
+// A JSON string as nlohmann's dump writes it (the texts here are valid UTF-8: names and addresses
+// tfboot checked, or an operator's TF_CONFIG that parsed).
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
   }
-  nlohmann::ordered_json root;
-  root["cluster"] = cluster;
-  root["task"] = {{"type", std::string(to_string(config.task_type))}, {"index", config.task_index}};
-  if (config.environment) root["environment"] = *config.environment;
-  if (config.rpc_layer) root["rpc_layer"] = *config.rpc_layer;
-  return root.dump();
+  out += '"';
+}
+
+}  // namespace
+
+// Written by hand rather than through a JSON value: it runs once per task and grows with the
+// cluster, and a JSON value's destructor may allocate while an out-of-memory error unwinds,
+// which would abort instead of ending with exit 7.
+std::string to_json(const TfConfig& config) {
+  std::string out;
+  std::size_t size = 64;
+  for (TaskType type : all_task_types) {
+    for (const auto& address : config.job(type)) size += address.size() + 3;
+  }
+  out.reserve(size);
+  out += "{\"cluster\":{";
+  bool first_job = true;
+  for (TaskType type : all_task_types) {
+    const auto& job = config.job(type);
+    if (job.empty()) continue;
+    if (!first_job) out += ',';
+    first_job = false;
+    append_json_string(out, to_string(type));
+    out += ":[";
+    for (std::size_t i = 0; i < job.size(); ++i) {
+      if (i) out += ',';
+      append_json_string(out, job[i]);
+    }
+    out += ']';
+  }
+  out += "},\"task\":{\"type\":";
+  append_json_string(out, to_string(config.task_type));
+  out += ",\"index\":" + std::to_string(config.task_index) + "}";
+  if (config.environment) {
+    out += ",\"environment\":";
+    append_json_string(out, *config.environment);
+  }
+  if (config.rpc_layer) {
+    out += ",\"rpc_layer\":";
+    append_json_string(out, *config.rpc_layer);
+  }
+  out += '}';
+  return out;
 }
 
 std::optional<std::string> address_problem(std::string_view address) {

@@ -1,6 +1,8 @@
 // TF_CONFIG: exact JSON out, and the checks TensorFlow would make on what comes in (README: TF_CONFIG).
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -315,6 +317,25 @@ TEST_CASE("tf_config::split_address") {
   CHECK(split_address("10.0.0.1:1") == std::pair<std::string, int>{"10.0.0.1", 1});
   CHECK(split_address("[fd00::1]:2223") == std::pair<std::string, int>{"fd00::1", 2223});
   CHECK(split_address("[::1]:65535") == std::pair<std::string, int>{"::1", 65535});
+}
+
+}  // namespace tfboot
+
+namespace tfboot {
+
+TEST_CASE("tf_config::to_json escapes as a JSON library does") {
+  TfConfig config;
+  config.job(TaskType::worker) = {"w-0:2222", "[fd00::1]:2222"};
+  config.task_index = 1;
+  config.environment = std::string("cloud \"quoted\" back\\slash \n\t\x01 caf\xc3\xa9");
+  config.rpc_layer = "grpc";
+  nlohmann::ordered_json expected;
+  expected["cluster"]["worker"] = config.job(TaskType::worker);
+  expected["task"] = {{"type", "worker"}, {"index", 1}};
+  expected["environment"] = *config.environment;
+  expected["rpc_layer"] = "grpc";
+  CHECK(to_json(config) == expected.dump());
+  CHECK(nlohmann::json::parse(to_json(config))["environment"] == *config.environment);
 }
 
 }  // namespace tfboot

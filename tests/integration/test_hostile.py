@@ -22,10 +22,6 @@ NOT_UTF8 = b"caf\xe9"
 REPLACED = "caf\ufffd"  # README: bytes that are not UTF-8 are replaced by U+FFFD in JSON
 
 
-def issue_11(item):
-    return pytest.mark.xfail(strict=True, reason=f"issue 11: {item}")
-
-
 def run(argv, *, cwd, env=None, timeout=30, preexec_fn=None, stdin=subprocess.DEVNULL):
     """Runs argv (bytes allowed) with exactly env (plus PATH); returns (code, stdout, stderr, peak RSS in
     bytes of the process and its children, from wait4)."""
@@ -524,9 +520,6 @@ def test_duplicate_environment_entries_reach_the_command_once(tfboot, tmp_path, 
 
 # ---- 12 (allocation). allocation failure is one clear error line with one defined exit code
 
-@issue_11("12: at some limits (28 and 30 MB today) running out of memory while building TF_CONFIG "
-          "(to_json(TfConfig)) ends in 'terminate called after throwing std::bad_alloc' (SIGABRT, 134), not "
-          "exit 7: nlohmann::json's destructor allocates while the bad_alloc unwinds")
 def test_allocation_failure_is_one_clear_error_with_a_defined_exit_code(tfboot, tmp_path):
     if sanitized(tfboot):
         pytest.skip("AddressSanitizer's shadow memory does not fit under RLIMIT_AS")

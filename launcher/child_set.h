@@ -58,6 +58,8 @@ class ChildSet {
 
   bool running(std::size_t child) const { return !children_[child].exit_code; }
   bool any_running() const;
+  // Events reaped but not yet returned by wait(): several children can end in one wake-up.
+  bool has_pending_events() const { return !pending_.empty(); }
   std::optional<int> exit_code(std::size_t child) const { return children_[child].exit_code; }
   pid_t pid(std::size_t child) const { return children_[child].pid; }
 

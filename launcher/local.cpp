@@ -144,7 +144,9 @@ int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std
   // chief:0, else worker:0: the first task in TF_CONFIG order.
   LocalJob job{children, tasks, 0, stop_grace};
   std::vector<pollfd> none;
-  while (children.any_running()) {
+  // Until every task's end has been handled, not just reaped: tasks that end together are
+  // reaped in one wake-up, and each one's status still counts (a failure among them decides).
+  while (children.any_running() || children.has_pending_events()) {
     ChildSet::Event event = children.wait(std::min(job.term_at, job.kill_at), none);
     if (event.kind == ChildSet::Event::Kind::signal) job.on_signal(event.signal_number);
     if (event.kind == ChildSet::Event::Kind::exited) job.on_exit(event.child, event.exit_code);

@@ -47,6 +47,10 @@ struct JobSettings {
   // Called before each connection attempt (not on the coordinator): the coordinator's current
   // numeric addresses, or an error text ("NXDOMAIN", ...) while it does not resolve.
   std::function<Result<std::vector<std::string>>()> coordinator_addresses;
+  // Called on the coordinator, on a thread of its own, once every task is present: the members
+  // with the addresses their names resolve to, or the error that aborts the start (exit 3). Not
+  // set: the start carries what the tasks reported, unverified. It must return by `deadline`.
+  std::function<Result<std::vector<MemberInfo>>(const std::vector<MemberInfo>& members, Instant deadline)> verify_members;
   std::chrono::milliseconds heartbeat_every{2000};
   std::chrono::milliseconds peer_silent_after{10000};
   std::chrono::milliseconds hello_timeout{10000};   // a connection must say hello within this
@@ -62,6 +66,7 @@ struct StartInfo {
   std::vector<std::string> environment_differences;  // empty when all equal or --env-check off
   std::vector<MemberInfo> members;                     // every task: host, DNS name, addresses
   bool coordinator_supervises = false;                 // false: the link after the start is inert
+  bool names_verified = false;                         // members' addresses are their names' DNS answers
 };
 
 class JobLink {

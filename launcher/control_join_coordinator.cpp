@@ -3,7 +3,9 @@
 #include "control_join.h"
 
 #include <algorithm>
+#include <future>
 #include <map>
+#include <variant>
 
 #include "control_auth.h"
 #include "control_link.h"
@@ -35,19 +37,27 @@ class CoordinatorBarrier {
 
   Result<std::unique_ptr<JobLink>> run() {
     log::info("start barrier: waiting for {} tasks on control port {}", settings_.tasks.size() - 1, settings_.port);
-    while (!barrier_.complete()) {
+    while (true) {
       Instant now = SteadyClock::now();
-      if (now >= deadline_) return give_up();
+      if (verification_ && verification_->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        if (auto verdict = take_verification()) return start(std::move(*verdict));
+      }
+      if (now >= deadline_ && !verification_) return give_up();
+      if (barrier_.complete() && !verification_) {
+        auto decision = barrier_.decide(settings_.supervise);
+        if (std::holds_alternative<Abort>(decision) || !settings_.verify_members) return start(std::move(decision));
+        begin_verification(std::get<Start>(decision));
+      }
       housekeeping(now);
       if (auto polled = poll_once(); !polled) return std::unexpected(polled.error());
     }
-    return start();
   }
 
  private:
   Result<void> poll_once() {
     std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
     Instant until = std::min({deadline_, next_heartbeat_, next_progress_});
+    if (verification_) until = std::min(until, SteadyClock::now() + verification_poll);
     for (const auto& [id, candidate] : connections_) {
       fds.push_back({candidate.channel.fd(), candidate.channel.events(), 0});
       until = std::min(until, candidate.task ? candidate.channel.last_heard() + settings_.peer_silent_after
@@ -161,6 +171,32 @@ class CoordinatorBarrier {
     }
   }
 
+  // Every task is present: their names are resolved on a thread of their own, while this one
+  // keeps the connections alive (heartbeats, silence, reconnects).
+  void begin_verification(Start start) {
+    log::info("start barrier: all {} tasks present; resolving their names once", settings_.tasks.size());
+    pending_start_ = std::move(start);
+    verification_ = std::async(std::launch::async, settings_.verify_members, pending_start_.members, deadline_);
+  }
+
+  // The verdict once the names are checked, or nullopt when the job changed meanwhile (a task
+  // reconnected or left) and the check must wait for the barrier and run again.
+  std::optional<std::variant<Start, Abort>> take_verification() {
+    auto verified = verification_->get();
+    verification_.reset();
+    auto now_decided = barrier_.complete() ? barrier_.decide(settings_.supervise) : std::variant<Start, Abort>(Abort{});
+    const Start* still = std::get_if<Start>(&now_decided);
+    if (!still || still->members != pending_start_.members) {
+      log::info("start barrier: the tasks changed while their names were resolved; checking again once all are present");
+      return std::nullopt;
+    }
+    if (!verified) return Abort{verified.error().code, verified.error().message};
+    Start start = std::move(pending_start_);
+    start.members = std::move(*verified);
+    start.names_verified = true;
+    return start;
+  }
+
   std::vector<Channel*> present_channels() {
     std::vector<Channel*> channels;
     for (auto& [id, candidate] : connections_) {
@@ -179,8 +215,10 @@ class CoordinatorBarrier {
     return make_error(exit_code::start_barrier_incomplete, message);
   }
 
-  Result<std::unique_ptr<JobLink>> start();
+  Result<std::unique_ptr<JobLink>> start(std::variant<Start, Abort> decision);
 
+  // How often the loop looks whether the names are checked.
+  static constexpr std::chrono::milliseconds verification_poll{20};
   const JobSettings& settings_;
   Socket listener_;
   StartBarrier barrier_;
@@ -190,10 +228,11 @@ class CoordinatorBarrier {
   Instant deadline_;
   Instant next_heartbeat_;
   Instant next_progress_;
+  std::optional<std::future<Result<std::vector<MemberInfo>>>> verification_;
+  Start pending_start_;  // the verdict the running verification is for
 };
 
-Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start() {
-  auto decision = barrier_.decide(settings_.supervise);
+Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
     for (Channel* channel : channels) channel->send(*abort);
@@ -216,7 +255,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start() {
     watched.push_back({present.task, true});
     tasks.emplace(present.task, std::move(it->second.channel));
   }
-  StartInfo info{start.environment_differences, start.members, settings_.supervise};
+  StartInfo info{start.environment_differences, start.members, settings_.supervise, start.names_verified};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
   return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(tasks), watched, now);
 }

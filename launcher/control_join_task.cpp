@@ -227,7 +227,7 @@ void TaskBarrier::on_accepted(const Accepted& accepted, Instant now) {
 Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Instant now) {
   log_differences(start.environment_differences);
   log::info("start barrier: the coordinator says start");
-  StartInfo info{start.environment_differences, start.members, start.supervised};
+  StartInfo info{start.environment_differences, start.members, start.supervised, start.names_verified};
   // Kept only when both sides watch the job after the start; otherwise closed here.
   std::optional<Channel> kept;
   if (settings_.supervise && start.supervised) kept = std::move(channel_);

@@ -86,6 +86,7 @@ struct Encoder {
   void operator()(const Waiting& m) { out["progress"] = progress_json(m.progress); }
   void operator()(const Start& m) {
     out["supervised"] = m.supervised;
+    out["names_verified"] = m.names_verified;
     out["environment_differences"] = m.environment_differences;
     ordered_json members = ordered_json::array();
     for (const auto& member : m.members) {
@@ -244,6 +245,7 @@ Message parse_hello(Fields& f) {
 Message parse_start(Fields& f) {
   Start start;
   start.supervised = f.flag("supervised");
+  start.names_verified = f.flag("names_verified");
   start.environment_differences = f.texts("environment_differences", max_listed, max_listed_line);
   const json* members = f.find("members", &json::is_array, "a list");
   if (!members) return start;
@@ -259,7 +261,8 @@ Message parse_start(Fields& f) {
 }
 
 Message parse_abort(Fields& f) {
-  Abort abort{f.integer("code", exit_code::start_barrier_incomplete, exit_code::environment_mismatch), f.text("message", max_text)};
+  Abort abort{f.integer("code", exit_code::peers_unresolved, exit_code::environment_mismatch), f.text("message", max_text)};
+  if (abort.code == exit_code::file_write) f.reject("code", "is not a start barrier's verdict");
   return abort;
 }
 

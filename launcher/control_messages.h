@@ -6,6 +6,7 @@
 //   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof}
 //   coordinator: accepted{proof, progress} | refused{reason}
 //   coordinator: waiting{progress} every heartbeat until start{...} | abort{code, message}
+//                (with names verified, the coordinator resolves every name between the two)
 //   after start: ping both ways; task: exit{status}; coordinator: done{} | stop{task, status, message}
 #pragma once
 
@@ -95,14 +96,18 @@ struct MemberInfo {
   std::string host;
   std::string name;
   std::vector<std::string> addresses;
+  friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
 struct Start {
   bool supervised = false;  // the coordinator keeps watching the job after the start
   std::vector<std::string> environment_differences;
   std::vector<MemberInfo> members;  // every task, in cluster order
+  // The coordinator resolved every member's name and found it pointing at its task; `addresses`
+  // are then the DNS answers (else what each task reported).
+  bool names_verified = false;
 };
 struct Abort {
-  int code = exit_code::start_barrier_incomplete;  // or environment_mismatch
+  int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved
   std::string message;
 };
 struct Ping {};

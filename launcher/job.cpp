@@ -2,11 +2,15 @@
 // supervisor sees it.
 #include "job.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "control_auth.h"
 #include "fingerprint.h"
 #include "log.h"
+#include "member_names.h"
 
 namespace tfboot {
 namespace {
@@ -30,11 +34,56 @@ const PeerAddress* peer_of(const Plan& plan, const JobMember& member) {
   return nullptr;
 }
 
-JobSettings settings_for(const Options& options, const Plan& plan, const std::string& tf_config, const HostFacts& facts,
-                         const std::optional<std::string>& secret, bool supervise) {
+// The job is its cluster by name, as TF_CONFIG lists it with --address name: the same on every
+// task, whatever addresses each one's DNS gave.
+Result<std::string> job_id_of(const Options& options, const Plan& plan) {
+  Options by_name = options;
+  by_name.address = AddressMode::name;
+  by_name.print = true;  // the job id needs no check of the environment's size limit
+  auto text = make_tf_config_text(by_name, plan, {});
+  if (!text) return std::unexpected(text.error());
+  auto config = nlohmann::json::parse(*text, nullptr, false);
+  return job_id_of_cluster(config.is_object() ? config["cluster"].dump() : *text);
+}
+
+// A name that points elsewhere may be a stale record in a DNS cache: it is asked again for this
+// long (twice the TTL a default cluster DNS gives its records) before the start is aborted.
+constexpr auto stale_record_window = 60s;
+
+// On the coordinator, once every task is present: every name resolved once, then compared with
+// the addresses its task reported.
+Result<std::vector<MemberInfo>> verify_member_names(const Options& options, const HostFacts& facts,
+                                                    const std::vector<PeerAddress>& peers,
+                                                    const std::vector<MemberInfo>& members, Instant deadline) {
+  if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
+  deadline = std::min(deadline, std::chrono::steady_clock::now() + options.wait);
+  auto dns = resolve_peer_names(options, peers, facts, deadline);
+  if (!dns) return std::unexpected(dns.error());
+  auto check = check_member_names(members, dns->names);
+  const Instant give_up = std::min(deadline, std::chrono::steady_clock::now() + stale_record_window);
+  if (!check.mismatched.empty()) log::warn("start barrier: {}; asking again for up to {}s", check.problems, stale_record_window.count());
+  while (!check.mismatched.empty() && std::chrono::steady_clock::now() + 1s < give_up) {
+    std::this_thread::sleep_for(1s);
+    for (std::size_t i : check.mismatched) {
+      auto again = resolve_once(options, facts, peers[i], 2s);
+      dns->names[i].resolved = again.has_value();
+      dns->names[i].addresses = again ? *again : std::vector<std::string>{};
+    }
+    check = check_member_names(members, dns->names);
+  }
+  if (!check.mismatched.empty()) {
+    return make_error(exit_code::peers_unresolved, "DNS names that do not point at their tasks (a stale record, or a wrong Service?): " + check.problems);
+  }
+  log::info("start barrier: every task's name resolves to that task");
+  return check.table;
+}
+
+Result<JobSettings> settings_for(const Options& options, const Plan& plan, const HostFacts& facts,
+                                 const std::optional<std::string>& secret, bool supervise) {
   JobSettings settings;
-  auto cluster = nlohmann::json::parse(tf_config, nullptr, false);
-  settings.job_id = job_id_of_cluster(cluster.is_object() ? cluster["cluster"].dump() : tf_config);
+  auto job_id = job_id_of(options, plan);
+  if (!job_id) return std::unexpected(job_id.error());
+  settings.job_id = *job_id;
   for (const auto& peer : plan.peers) settings.tasks.push_back(JobMember{peer.type, peer.index});
   settings.self = JobMember{plan.identity.type, plan.identity.index};
   settings.coordinator = *coordinator_of(plan);
@@ -49,6 +98,11 @@ JobSettings settings_for(const Options& options, const Plan& plan, const std::st
   const PeerAddress coordinator = *peer_of(plan, settings.coordinator);
   // Asked again before each connection: a restarted coordinator pod comes back with a new IP.
   settings.coordinator_addresses = [options, facts, coordinator]() { return resolve_once(options, facts, coordinator, 2s); };
+  if (options.wait.count() > 0) {
+    settings.verify_members = [options, facts, peers = plan.peers](const std::vector<MemberInfo>& members, Instant deadline) {
+      return verify_member_names(options, facts, peers, members, deadline);
+    };
+  }
   return settings;
 }
 
@@ -59,6 +113,7 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   summary["control_port"] = settings.port;
   summary["supervised"] = settings.supervise;
   summary["tasks_present"] = start.members.size();
+  summary["names_resolved_by_coordinator"] = start.names_verified;
   summary["fingerprint"] = nlohmann::ordered_json::parse(to_json(own), nullptr, false);
   summary["environment_differences"] = start.environment_differences;
   return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -99,10 +154,39 @@ bool job_supervision_applies(const Options& options, const Plan& plan) {
          peer_of(plan, JobMember{plan.identity.type, plan.identity.index});
 }
 
-Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan,
-                                   const std::string& tf_config, const HostFacts& facts,
+std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan) {
+  const JobMember self{plan.identity.type, plan.identity.index};
+  const auto coordinator = coordinator_of(plan);
+  std::vector<PeerAddress> peers;
+  for (const auto& peer : plan.peers) {
+    JobMember member{peer.type, peer.index};
+    if (member == self || member == coordinator) peers.push_back(peer);
+  }
+  return peers;
+}
+
+std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
+                                           const std::vector<MemberInfo>& table) {
+  std::vector<NameStatus> answers;
+  for (const auto& peer : plan.peers) {
+    auto asked = std::ranges::find_if(own, [&](const NameStatus& status) { return status.name == peer.name && status.resolved; });
+    auto listed = std::ranges::find_if(table, [&](const MemberInfo& info) { return info.task == JobMember{peer.type, peer.index}; });
+    if (asked != own.end()) {
+      answers.push_back(*asked);
+    } else {
+      NameStatus status{.name = peer.name, .resolved = listed != table.end() && !listed->addresses.empty()};
+      if (status.resolved) status.addresses = listed->addresses;
+      answers.push_back(std::move(status));
+    }
+  }
+  return answers;
+}
+
+Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
                                    const std::optional<std::string>& secret, bool supervise) {
-  JobSettings settings = settings_for(options, plan, tf_config, facts, secret, supervise);
+  auto made = settings_for(options, plan, facts, secret, supervise);
+  if (!made) return std::unexpected(made.error());
+  const JobSettings& settings = *made;
   if (auto checked = check_job_settings(settings); !checked) return std::unexpected(checked.error());
   const Fingerprint own = read_fingerprint(env);
   log::info("joining job {} through coordinator {} on port {} ({} tasks)", settings.job_id, settings.coordinator.text(),
@@ -110,8 +194,10 @@ Result<JobMembership> join_the_job(const Options& options, const Environment& en
   auto link = join_job(settings, own);
   if (!link) return std::unexpected(link.error());
   JobMembership membership;
+  membership.joined = true;
   membership.environment_differences = (*link)->start_info().environment_differences;
   membership.summary_json = summary_json(settings, own, (*link)->start_info());
+  if ((*link)->start_info().names_verified) membership.verified_members = (*link)->start_info().members;
   membership.link = std::move(*link);
   return membership;
 }

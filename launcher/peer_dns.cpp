@@ -112,8 +112,8 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Host
   return answer->addresses;
 }
 
-Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, SteadyClock::time_point deadline) {
+Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
+                                     SteadyClock::time_point deadline) {
   DnsResult result;
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
   auto resolver = make_cares_resolver(resolver_settings(options, facts, peers.empty() || !peers.front().fully_qualified));
@@ -142,7 +142,13 @@ Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerA
                                                        ": " + missing);
   }
   log::info("all {} names resolve after {:.3f}s", names.size(), result.seconds);
-  result.warnings = own_name_warnings(peers, result.names, identity, facts);
+  return result;
+}
+
+Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
+                                 const HostFacts& facts, SteadyClock::time_point deadline) {
+  auto result = resolve_peer_names(options, peers, facts, deadline);
+  if (result) result->warnings = own_name_warnings(peers, result->names, identity, facts);
   return result;
 }
 

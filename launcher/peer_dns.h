@@ -22,8 +22,12 @@ struct DnsResult {
   double seconds = 0;
 };
 
-// Resolves every peer's name (its own too) before `deadline`: exit 3 naming each missing one,
-// else their addresses, plus a warning when the own name points at another host.
+// Resolves every name of `peers` before `deadline`: exit 3 naming each missing one, else their
+// addresses in the order of `peers`.
+Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
+                                     std::chrono::steady_clock::time_point deadline);
+
+// resolve_peer_names, plus a warning when the own name (if among `peers`) points at another host.
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
                                  const HostFacts& facts, std::chrono::steady_clock::time_point deadline);
 

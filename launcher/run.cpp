@@ -57,13 +57,36 @@ void announce(const Plan& plan) {
   if (plan.suffix) log::info("peers are in Service {}", plan.suffix->text());
 }
 
+// Every peer's name; in a job with the control channel only the coordinator's and the own, as
+// the coordinator resolves the rest once every task is present. One answer per peer either way,
+// in cluster order (those not asked are not resolved).
 Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const HostFacts& facts,
                                SteadyClock::time_point started) {
   if (options.wait.count() == 0) {
     log::info("DNS wait is off (--wait 0)");
     return DnsResult{};
   }
-  return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
+  if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
+  auto dns = wait_for_peers(options, peers_to_resolve_before_the_barrier(plan), plan.identity, facts, started + options.wait);
+  if (dns) dns->names = answers_from_table(plan, dns->names, {});
+  return dns;
+}
+
+// After the start of a job with the control channel: the coordinator's verified table completes
+// the answers; without one (the coordinator ran with --wait 0) this task waits for every name
+// itself, as without the control channel.
+Result<void> complete_dns_after_the_start(const Options& options, const Plan& plan, const HostFacts& facts,
+                                          const JobMembership& job, DnsResult& dns) {
+  if (options.wait.count() == 0 || !job.joined) return {};
+  if (!job.verified_members.empty()) {
+    dns.names = answers_from_table(plan, dns.names, job.verified_members);
+    return {};
+  }
+  log::info("the coordinator did not resolve the job's names; resolving them here");
+  auto all = wait_for_peers(options, plan.peers, plan.identity, facts, SteadyClock::now() + options.wait);
+  if (!all) return std::unexpected(all.error());
+  dns.names = std::move(all->names);
+  return {};
 }
 
 int print_tf_config(const std::string& tf_config) {
@@ -97,10 +120,9 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
 bool runs_as_init(const Options& options) { return options.init.value_or(::getpid() == 1); }
 
 Result<JobMembership> join_job_if_supervised(const Options& options, const Environment& env, const Plan& plan,
-                                             const std::string& tf_config, const HostFacts& facts,
-                                             const std::optional<std::string>& secret) {
+                                             const HostFacts& facts, const std::optional<std::string>& secret) {
   if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return join_the_job(options, env, plan, tf_config, facts, secret, runs_as_init(options));
+  return join_the_job(options, env, plan, facts, secret, runs_as_init(options));
 }
 
 Result<int> run_command(const Options& options, const Launch& launch, JobMembership& job) {
@@ -137,11 +159,14 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   announce(*plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());
-  auto tf_config = make_tf_config_text(options, *plan, dns->names);
+  auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto job = join_job_if_supervised(options, env, *plan, *tf_config, facts, *secret);
+  auto job = join_job_if_supervised(options, env, *plan, facts, *secret);
   if (!job) return std::unexpected(job.error());
+  if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
+  tf_config = make_tf_config_text(options, *plan, dns->names);
+  if (!tf_config) return std::unexpected(tf_config.error());
   auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at);
   if (!launch) return std::unexpected(launch.error());
   return run_command(options, *launch, *job);

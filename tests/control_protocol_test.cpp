@@ -100,7 +100,7 @@ TEST_CASE("control_protocol::FrameReader") {
 
 TEST_CASE("control_protocol::encode and parse_message") {
   SUBCASE("every message survives the wire unchanged") {
-    Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, {{member("chief:0"), "c", "c.svc", {"10.0.0.1", "fd00::1"}}}};
+    Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, {{member("chief:0"), "c", "c.svc", {"10.0.0.1", "fd00::1"}}}, true};
     const std::vector<std::pair<Message, Sender>> messages{
         {Challenge{job, std::string(32, 'a'), true}, Sender::coordinator},
         {hello_from("worker:1", "job-worker-1"), Sender::task},
@@ -109,6 +109,7 @@ TEST_CASE("control_protocol::encode and parse_message") {
         {Waiting{{1, 3, {"worker:0", "worker:1"}}}, Sender::coordinator},
         {start, Sender::coordinator},
         {Abort{exit_code::environment_mismatch, "environment check failed"}, Sender::coordinator},
+        {Abort{exit_code::peers_unresolved, "worker:1: worker-1.train does not resolve"}, Sender::coordinator},
         {Ping{}, Sender::coordinator},
         {Ping{}, Sender::task},
         {Exit{137}, Sender::task},
@@ -157,8 +158,10 @@ TEST_CASE("control_protocol::encode and parse_message") {
          "a bad 'exit' message: 'status' is outside 0..255"},
         {"exit status as a float", R"({"type":"exit","status":1.0})", Sender::task, "a bad 'exit' message: 'status' is not an integer"},
         {"exit status missing", R"({"type":"exit"})", Sender::task, "a bad 'exit' message: 'status' is missing"},
-        {"abort with a code other than 5 or 6", R"({"type":"abort","code":0,"message":"x"})", Sender::coordinator,
-         "a bad 'abort' message: 'code' is outside 5..6"},
+        {"abort with a code other than 3, 5 or 6", R"({"type":"abort","code":0,"message":"x"})", Sender::coordinator,
+         "a bad 'abort' message: 'code' is outside 3..6"},
+        {"abort with the code of a file error", R"({"type":"abort","code":4,"message":"x"})", Sender::coordinator,
+         "a bad 'abort' message: 'code' is not a start barrier's verdict"},
         {"stop naming no task", R"({"type":"stop","task":"master:0","status":1,"message":"x"})", Sender::coordinator,
          "a bad 'stop' message: 'task' is not a task such as worker:0"},
         {"challenge with a short nonce", R"({"type":"challenge","job":")" + job + R"(","nonce":"abc","secret":false})", Sender::coordinator,
@@ -176,9 +179,9 @@ TEST_CASE("control_protocol::encode and parse_message") {
          Sender::task, "a bad 'hello' message: 'fingerprint' is not an object"},
         {"progress with a negative count", R"({"type":"waiting","progress":{"present":-1,"total":3,"missing":[]}})", Sender::coordinator,
          "a bad 'waiting' message: 'progress' 'present' is outside 0..1000000"},
-        {"start member not an object", R"({"type":"start","supervised":true,"environment_differences":[],"members":[1]})",
+        {"start member not an object", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[1]})",
          Sender::coordinator, "a bad 'start' message: 'members' holds an item that is not an object"},
-        {"start member with a bad task", R"({"type":"start","supervised":true,"environment_differences":[],"members":[{"task":"x","host":"h","name":"n","addresses":[]}]})",
+        {"start member with a bad task", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[{"task":"x","host":"h","name":"n","addresses":[]}]})",
          Sender::coordinator, "a bad 'start' message: 'members' holds a bad task: 'task' is not a task such as worker:0"},
         {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
          "a message over 65536 bytes"},

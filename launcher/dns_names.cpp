@@ -94,6 +94,70 @@ Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::str
   }
 }
 
+namespace {
+
+// Reads a DNS message front to back; any read past its end fails.
+class MessageReader {
+ public:
+  explicit MessageReader(std::span<const unsigned char> message) : message_(message) {}
+  std::optional<std::uint32_t> number(std::size_t bytes) {
+    if (bytes > message_.size() - at_) return std::nullopt;
+    std::uint32_t value = 0;
+    for (std::size_t i = 0; i < bytes; ++i) value = value << 8 | message_[at_++];
+    return value;
+  }
+  // A name is labels up to a zero byte or a compression pointer (which ends it here).
+  bool skip_name() {
+    while (at_ < message_.size()) {
+      unsigned char length = message_[at_];
+      if (length == 0) return ++at_, true;
+      if ((length & 0xC0) == 0xC0) return skip(2);
+      if ((length & 0xC0) != 0 || !skip(1u + length)) return false;
+    }
+    return false;
+  }
+  bool skip(std::size_t bytes) {
+    if (bytes > message_.size() - at_) return false;
+    at_ += bytes;
+    return true;
+  }
+
+ private:
+  std::span<const unsigned char> message_;
+  std::size_t at_ = 0;
+};
+
+constexpr std::uint32_t type_soa = 6;
+constexpr std::uint32_t rcode_nxdomain = 3;
+
+}  // namespace
+
+std::optional<std::uint32_t> negative_answer_ttl(std::span<const unsigned char> message) {
+  MessageReader reader(message);
+  auto id = reader.number(2);
+  auto flags = reader.number(2);
+  auto questions = reader.number(2);
+  auto answers = reader.number(2);
+  auto authorities = reader.number(2);
+  if (!id || !flags || !questions || !answers || !authorities || !reader.skip(2)) return std::nullopt;
+  const bool negative = (*flags & 0xF) == rcode_nxdomain || ((*flags & 0xF) == 0 && *answers == 0);
+  if (!negative || !(*flags & 0x8000)) return std::nullopt;  // a response, NXDOMAIN or NODATA
+  for (std::uint32_t i = 0; i < *questions; ++i) {
+    if (!reader.skip_name() || !reader.skip(4)) return std::nullopt;
+  }
+  for (std::uint32_t i = 0; i < *answers + *authorities; ++i) {
+    if (!reader.skip_name()) return std::nullopt;
+    auto type = reader.number(2);
+    auto klass = reader.number(2);
+    auto ttl = reader.number(4);
+    auto length = reader.number(2);
+    if (!type || !klass || !ttl || !length) return std::nullopt;
+    if (i >= *answers && *type == type_soa) return *ttl;
+    if (!reader.skip(*length)) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> reverse_lookup_name(std::string_view address) {
   std::string text(address);
   static constexpr char hex[] = "0123456789abcdef";

@@ -3,7 +3,9 @@
 // (resolver.h) and the DNS wait build on these.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +55,11 @@ Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::str
 
 // "10.1.2.3" -> "3.2.1.10.in-addr.arpa", IPv6 as nibbles under ip6.arpa; nullopt unless numeric.
 std::optional<std::string> reverse_lookup_name(std::string_view address);
+
+// The TTL of the SOA record in the authority section of a negative DNS answer (NXDOMAIN or
+// NODATA), as sent: a cache counts it down, an authoritative server always gives the same.
+// nullopt for anything else, a truncated or malformed message included.
+std::optional<std::uint32_t> negative_answer_ttl(std::span<const unsigned char> message);
 
 // The addresses /etc/hosts gives `name` (case-insensitive, a trailing dot ignored), IPv4 first.
 std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name);

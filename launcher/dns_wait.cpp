@@ -118,6 +118,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
         }
         status.last_error = std::move(result.error);
         log::trace("{}: {}", status.name, describe(status));
+        if (policy.on_failure) policy.on_failure(i, status);
         due.emplace(finished + schedule.delay_after(status.tries), i);
       });
     }

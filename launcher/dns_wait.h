@@ -15,6 +15,8 @@ namespace tfboot {
 
 using Clock = std::function<std::chrono::steady_clock::time_point()>;
 
+struct NameStatus;
+
 struct WaitPolicy {
   std::chrono::milliseconds deadline{std::chrono::minutes(15)};
   // Lookups in flight at once, at most; timeouts shrink the window (see wait_for_names). A lookup
@@ -27,6 +29,8 @@ struct WaitPolicy {
   // Retries (not first tries) per second, so thousands of waiting pods do not flood the cluster DNS.
   double retries_per_second = 50;
   std::chrono::milliseconds progress_every{std::chrono::seconds(10)};
+  // Called after each failed lookup, with the name's position and status, from within the wait.
+  std::function<void(std::size_t, const NameStatus&)> on_failure;
 };
 
 // Exponential backoff with "equal jitter": half the delay fixed, half random.

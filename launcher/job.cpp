@@ -165,6 +165,15 @@ std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan) {
   return peers;
 }
 
+std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers) {
+  const auto coordinator = coordinator_of(plan);
+  if (!coordinator || *coordinator == JobMember{plan.identity.type, plan.identity.index}) return std::nullopt;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (JobMember{peers[i].type, peers[i].index} == *coordinator) return i;
+  }
+  return std::nullopt;
+}
+
 std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
                                            const std::vector<MemberInfo>& table) {
   std::vector<NameStatus> answers;

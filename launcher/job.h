@@ -36,6 +36,8 @@ bool job_supervision_applies(const Options& options, const Plan& plan);
 // coordinator's and its own, in cluster order (README: Job supervision). The coordinator
 // resolves the others once every task is present.
 std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan);
+// Where the coordinator is in `peers`, unless it is this task itself.
+std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers);
 
 // Blocks until the coordinator starts the job; exit 5 (barrier incomplete), 6 (environment
 // check failed), 3 (a name that does not resolve or points elsewhere, found by the coordinator),

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <utility>
+
 #include "kubernetes.h"
 #include "log.h"
 #include "resolver.h"
@@ -63,6 +66,52 @@ std::vector<std::string> own_name_warnings(const std::vector<PeerAddress>& peers
   return warnings;
 }
 
+// A name asked while it was missing can be answered from a cache for a while after its record
+// appears: the cached NXDOMAIN lives until its negative TTL runs out. Seen by asking for the TTL
+// of the negative answer now and then (one extra query every few seconds, for one name only): a
+// TTL that counts down comes from a cache. Said once in the log.
+class CachedNegativeWatch {
+ public:
+  CachedNegativeWatch(Resolver& resolver, std::string name, std::string role)
+      : resolver_(resolver), name_(std::move(name)), role_(std::move(role)) {}
+
+  void on_failure(const NameStatus& status) {
+    const auto now = SteadyClock::now();
+    if (said_ || probing_ || status.last_reason != LookupReason::nxdomain || now < next_probe_) return;
+    probing_ = true;
+    next_probe_ = now + probe_every;
+    resolver_.start_negative_ttl_probe(name_, [this, now](std::optional<std::uint32_t> ttl) { on_probe(now, ttl); });
+  }
+
+ private:
+  static constexpr auto probe_every = std::chrono::seconds(3);
+
+  void on_probe(SteadyClock::time_point asked, std::optional<std::uint32_t> ttl) {
+    probing_ = false;
+    if (!ttl) return;
+    log::debug("{}: NXDOMAIN with a negative TTL of {}s", name_, *ttl);
+    if (last_ && *ttl < last_->second) {
+      const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(asked - last_->first).count();
+      const auto dropped = static_cast<long long>(last_->second - *ttl);
+      if (dropped >= elapsed - 2 && dropped <= elapsed + 2) {
+        said_ = true;
+        log::info("{} {} is missing, and its NXDOMAIN comes from a DNS cache (the negative TTL counts down, "
+                  "{}s left): if its record appears meanwhile, it is seen when that runs out",
+                  role_, name_, *ttl);
+      }
+    }
+    last_ = std::pair{asked, *ttl};
+  }
+
+  Resolver& resolver_;
+  std::string name_;
+  std::string role_;
+  bool probing_ = false;
+  bool said_ = false;
+  SteadyClock::time_point next_probe_{};
+  std::optional<std::pair<SteadyClock::time_point, std::uint32_t>> last_;
+};
+
 }  // namespace
 
 Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts, SteadyClock::time_point deadline) {
@@ -113,7 +162,7 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Host
 }
 
 Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
-                                     SteadyClock::time_point deadline) {
+                                     SteadyClock::time_point deadline, std::optional<std::size_t> watched) {
   DnsResult result;
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
   auto resolver = make_cares_resolver(resolver_settings(options, facts, peers.empty() || !peers.front().fully_qualified));
@@ -123,6 +172,13 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   std::vector<std::string> names;
   for (const auto& peer : peers) names.push_back(peer.lookup_name());
   WaitPolicy policy;
+  std::optional<CachedNegativeWatch> watch;
+  if (watched && *watched < peers.size() && peers[*watched].fully_qualified) {
+    watch.emplace(**resolver, peers[*watched].lookup_name(), "the coordinator's name");
+    policy.on_failure = [&watch, index = *watched](std::size_t i, const NameStatus& status) {
+      if (i == index) watch->on_failure(status);
+    };
+  }
   policy.deadline = std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()));
   // What is left of --wait, to the second (the steps before took a few milliseconds of it).
   auto shown = policy.deadline >= std::chrono::seconds(1) ? std::chrono::milliseconds(std::chrono::round<std::chrono::seconds>(policy.deadline))
@@ -146,8 +202,8 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
 }
 
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, SteadyClock::time_point deadline) {
-  auto result = resolve_peer_names(options, peers, facts, deadline);
+                                 const HostFacts& facts, SteadyClock::time_point deadline, std::optional<std::size_t> watched) {
+  auto result = resolve_peer_names(options, peers, facts, deadline, watched);
   if (result) result->warnings = own_name_warnings(peers, result->names, identity, facts);
   return result;
 }

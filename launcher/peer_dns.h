@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,13 +24,16 @@ struct DnsResult {
 };
 
 // Resolves every name of `peers` before `deadline`: exit 3 naming each missing one, else their
-// addresses in the order of `peers`.
+// addresses in the order of `peers`. `watched`: the position of the coordinator's name, whose
+// NXDOMAIN answers are checked for coming from a cache (said in the log).
 Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
-                                     std::chrono::steady_clock::time_point deadline);
+                                     std::chrono::steady_clock::time_point deadline,
+                                     std::optional<std::size_t> watched = std::nullopt);
 
 // resolve_peer_names, plus a warning when the own name (if among `peers`) points at another host.
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, std::chrono::steady_clock::time_point deadline);
+                                 const HostFacts& facts, std::chrono::steady_clock::time_point deadline,
+                                 std::optional<std::size_t> watched = std::nullopt);
 
 // One lookup of `peer`'s name, for at most `at_most`: its addresses, or the error as text
 // ("not published yet: NXDOMAIN"). Used to find the job's coordinator before each connection.

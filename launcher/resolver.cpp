@@ -66,6 +66,8 @@ using Done = std::function<void(LookupResult)>;
 class CaresResolver;
 
 // What a c-ares callback gets as its argument.
+using ProbeDone = std::function<void(std::optional<std::uint32_t>)>;
+
 struct PendingLookup {
   CaresResolver* resolver = nullptr;
   Done done;
@@ -183,6 +185,12 @@ class CaresResolver final : public Resolver {
                lookup.release());  // owned by on_reverse_done from here
   }
 
+  void start_negative_ttl_probe(const std::string& name, std::function<void(std::optional<std::uint32_t>)> done) override {
+    auto owned = std::make_unique<ProbeDone>(std::move(done));
+    ares_query(channel_, name.c_str(), ns_c_in, ns_t_a, &CaresResolver::on_probe_done,
+               owned.release());  // owned by on_probe_done from here
+  }
+
   void process(std::chrono::milliseconds budget) override {
     timeval storage{};
     const timeval* next_timeout = ares_timeout(channel_, nullptr, &storage);
@@ -297,6 +305,13 @@ class CaresResolver final : public Resolver {
     if (status != ARES_SUCCESS) lookup->done(failure_of(status, LookupReason::no_ptr_record));
     else if (host && host->h_name && *host->h_name) lookup->done(lookup_success({host->h_name}));
     else lookup->done(lookup_failure(LookupReason::no_ptr_record));
+  }
+
+  static void on_probe_done(void* arg, int status, int /*timeouts*/, unsigned char* answer, int length) {
+    std::unique_ptr<ProbeDone> done(static_cast<ProbeDone*>(arg));
+    if (status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) return;
+    if (!answer || length <= 0) return (*done)(std::nullopt);
+    (*done)(negative_answer_ttl(std::span<const unsigned char>(answer, static_cast<std::size_t>(length))));
   }
 
   ares_channel channel_ = nullptr;

@@ -22,6 +22,12 @@ class Resolver {
   virtual void start_lookup(const std::string& name, std::function<void(LookupResult)> done) = 0;
   // Starts one reverse (PTR) lookup of a numeric address; the name comes back in `addresses`.
   virtual void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) = 0;
+  // Sends one A query for the fully qualified `name` as it is and reports the TTL of the SOA in a
+  // negative answer (negative_answer_ttl in dns_names.h); nullopt otherwise or when unsupported.
+  virtual void start_negative_ttl_probe(const std::string& name, std::function<void(std::optional<std::uint32_t>)> done) {
+    (void)name;
+    done(std::nullopt);
+  }
   // Handles network events for at most `budget`, running callbacks of finished lookups.
   virtual void process(std::chrono::milliseconds budget) = 0;
   // The servers queried, for the log and startup.json.

@@ -67,7 +67,8 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
     return DnsResult{};
   }
   if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
-  auto dns = wait_for_peers(options, peers_to_resolve_before_the_barrier(plan), plan.identity, facts, started + options.wait);
+  auto peers = peers_to_resolve_before_the_barrier(plan);
+  auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
   if (dns) dns->names = answers_from_table(plan, dns->names, {});
   return dns;
 }

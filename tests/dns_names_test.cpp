@@ -147,3 +147,56 @@ TEST_CASE("dns_names::addresses_in_hosts_file answers as glibc's files source do
 }
 
 }  // namespace tfboot
+
+namespace tfboot {
+namespace {
+
+// A response to "A w.svc." with `rcode`, `answers` A records and an SOA with `ttl` in authority.
+std::vector<unsigned char> dns_response(unsigned rcode, int answers, std::uint32_t ttl, bool response = true) {
+  std::vector<unsigned char> m{0x12, 0x34, static_cast<unsigned char>(response ? 0x81 : 0x01), static_cast<unsigned char>(0x80 | rcode),
+                               0, 1, 0, static_cast<unsigned char>(answers), 0, 1, 0, 0};
+  m.reserve(256);  // (also keeps GCC 12's -Warray-bounds from a false alarm on the inserts below)
+  auto add = [&](std::initializer_list<unsigned char> bytes) {
+    for (unsigned char byte : bytes) m.push_back(byte);
+  };
+  add({1, 'w', 3, 's', 'v', 'c', 0});
+  add({0, 1, 0, 1});  // type A, class IN
+  auto u32 = [&](std::uint32_t v) {
+    for (int shift : {24, 16, 8, 0}) m.push_back(static_cast<unsigned char>(v >> shift));
+  };
+  for (int i = 0; i < answers; ++i) {
+    add({0xC0, 12, 0, 1, 0, 1});
+    u32(30);
+    add({0, 4, 10, 0, 0, 1});
+  }
+  add({3, 's', 'v', 'c', 0, 0, 6, 0, 1});  // the zone's SOA
+  u32(ttl);
+  std::vector<unsigned char> rdata{2, 'n', 's', 0xC0, 12, 4, 'h', 'o', 's', 't', 0xC0, 12};
+  for (std::uint32_t v : {1u, 7200u, 1800u, 86400u, 30u}) {
+    for (int shift : {24, 16, 8, 0}) rdata.push_back(static_cast<unsigned char>(v >> shift));
+  }
+  m.push_back(0);
+  m.push_back(static_cast<unsigned char>(rdata.size()));
+  m.insert(m.end(), rdata.begin(), rdata.end());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("dns_names::negative_answer_ttl reads the SOA's TTL of NXDOMAIN and NODATA answers only") {
+  CHECK(negative_answer_ttl(dns_response(3, 0, 27)) == 27u);  // NXDOMAIN, as a cache counts it down
+  CHECK(negative_answer_ttl(dns_response(0, 0, 30)) == 30u);  // NODATA
+  CHECK(negative_answer_ttl(dns_response(0, 1, 30)) == std::nullopt);  // an answer
+  CHECK(negative_answer_ttl(dns_response(2, 0, 30)) == std::nullopt);  // SERVFAIL
+  CHECK(negative_answer_ttl(dns_response(3, 0, 30, false)) == std::nullopt);  // a query, not a response
+  const auto whole = dns_response(3, 0, 27);
+  // Cut anywhere before the SOA's TTL and data length are whole (32 bytes of data follow, which
+  // are not needed): never a value, never a read past the end.
+  const std::size_t ttl_end = whole.size() - 32;
+  for (std::size_t length = 0; length < ttl_end; ++length) {
+    CHECK(negative_answer_ttl(std::span<const unsigned char>(whole.data(), length)) == std::nullopt);
+  }
+  CHECK(negative_answer_ttl(std::span<const unsigned char>(whole.data(), ttl_end)) == 27u);
+}
+
+}  // namespace tfboot

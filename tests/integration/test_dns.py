@@ -101,7 +101,7 @@ def test_peer_that_never_appears_exits_3_on_time_with_progress(net, tfboot, tmp_
     net.publish(pods[1])
     started = time.monotonic()
     marker = tmp_path / "ran"
-    proc = start(net, tfboot, pods[0], ["--wait", "11s", "--", "touch", str(marker)], {"TFBOOT_CLUSTER": "worker=3"},
+    proc = start(net, tfboot, pods[0], ["--wait", "11s", "--", "touch", str(marker)], ALONE | {"TFBOOT_CLUSTER": "worker=3"},
                  log_root=tmp_path)
     code, _, err = finish(proc)
     elapsed = time.monotonic() - started

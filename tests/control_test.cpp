@@ -200,6 +200,53 @@ TEST_CASE("control::join_job starts every task once all are present") {
   }
 }
 
+// Every task of `job` joins; the coordinator checks the members' names with `verify`.
+std::vector<std::future<JoinResult>> join_all_verified(const Job& job, decltype(JobSettings::verify_members) verify) {
+  std::vector<std::future<JoinResult>> joins;
+  for (const auto& task : job.tasks) {
+    JobSettings settings = job.settings(task);
+    if (task == job.tasks.front()) settings.verify_members = verify;
+    joins.push_back(join_async(settings));
+  }
+  return joins;
+}
+
+TEST_CASE("control::join_job: the coordinator's check of the names, on a thread while the barrier stays alive") {
+  Job job;
+  SUBCASE("the start carries the verified table; heartbeats go on during a check longer than the silence limit") {
+    auto verify = [](const std::vector<MemberInfo>& members, Instant) -> Result<std::vector<MemberInfo>> {
+      std::this_thread::sleep_for(1500ms);  // peer_silent_after is 800 ms
+      auto table = members;
+      for (std::size_t i = 0; i < table.size(); ++i) table[i].addresses = {"10.0.0." + std::to_string(i + 1)};
+      return table;
+    };
+    for (auto& join : join_all_verified(job, verify)) {
+      auto link = join.get();
+      REQUIRE_MESSAGE(link, error_of(link));
+      CHECK((*link)->start_info().names_verified);
+      REQUIRE((*link)->start_info().members.size() == 3);
+      CHECK((*link)->start_info().members[2].addresses == std::vector<std::string>{"10.0.0.3"});
+      CHECK((*link)->start_info().members[2].name == "worker:1.job.svc");
+    }
+  }
+  SUBCASE("a failed check aborts the start on every task with the DNS code and its message") {
+    auto verify = [](const std::vector<MemberInfo>&, Instant) -> Result<std::vector<MemberInfo>> {
+      return make_error(exit_code::peers_unresolved, "worker:1: w-1.job.svc resolves to 10.0.0.9, but the task has 127.0.0.1");
+    };
+    for (auto& join : join_all_verified(job, verify)) {
+      auto link = join.get();
+      CHECK(code_of(link) == exit_code::peers_unresolved);
+      CHECK(error_of(link) == "worker:1: w-1.job.svc resolves to 10.0.0.9, but the task has 127.0.0.1");
+    }
+  }
+  SUBCASE("without a check the table is what the tasks reported, unverified") {
+    for (const auto& link : start_all(job)) {
+      CHECK_FALSE(link->start_info().names_verified);
+      CHECK(link->start_info().members[1].addresses == std::vector<std::string>{"127.0.0.1"});
+    }
+  }
+}
+
 TEST_CASE("control::join_job checks the environment") {
   Job job;
   SUBCASE("warn: every task starts and knows the differences") {

@@ -8,11 +8,7 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-#include <openssl/sha.h>
+#include <sodium.h>
 
 namespace tfboot {
 namespace {
@@ -65,8 +61,8 @@ Result<std::string> read_control_secret(const Setting& path) {
 }
 
 std::string job_id_of_cluster(std::string_view cluster_json) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(cluster_json.data()), cluster_json.size(), digest);
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(cluster_json.data()), cluster_json.size());
   return to_hex(digest, sizeof digest).substr(0, 16);
 }
 
@@ -79,26 +75,29 @@ std::string job_id(const TfConfig& config) {
 }
 
 Result<std::string> make_nonce() {
+  // libsodium wants sodium_init() before use: it chooses the randomness source, after which
+  // randombytes_buf is thread-safe. The static runs it once; it fails only on its own lock.
+  static const bool sodium_ready = sodium_init() >= 0;
+  if (!sodium_ready) return make_error(1, "libsodium failed to initialise; no random bytes for the control channel's nonce");
   unsigned char bytes[16];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return make_error(1, "no random bytes for the control channel's nonce");
+  randombytes_buf(bytes, sizeof bytes);
   return to_hex(bytes, sizeof bytes);
 }
 
 std::string hmac_hex(std::string_view secret, std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  // HMAC() fails only on an unknown digest or allocation failure; an empty result never
-  // equals a received proof, so a failure refuses rather than accepts.
-  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(text.data()),
-            text.size(), digest, &size)) {
-    return "";
-  }
-  return to_hex(digest, size);
+  // The init/update/final form takes a key of any length (a longer one is hashed first, as
+  // RFC 2104 says); crypto_auth_hmacsha256() itself wants exactly 32 bytes.
+  crypto_auth_hmacsha256_state state;
+  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
+  crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  unsigned char digest[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256_final(&state, digest);  // also wipes the state, which held the key's pads
+  return to_hex(digest, sizeof digest);
 }
 
 bool same_proof(std::string_view expected, std::string_view received) {
   if (expected.empty() || expected.size() != received.size()) return false;
-  return CRYPTO_memcmp(expected.data(), received.data(), expected.size()) == 0;
+  return sodium_memcmp(expected.data(), received.data(), expected.size()) == 0;
 }
 
 }  // namespace tfboot

@@ -1,4 +1,4 @@
-// The control channel's shared secret, job id, nonces and HMAC proofs (OpenSSL's libcrypto; no
+// The control channel's shared secret, job id, nonces and HMAC proofs (libsodium; no
 // cryptography of our own). Pure apart from reading the secret file and the random nonces.
 #pragma once
 
@@ -23,7 +23,8 @@ Result<std::string> read_control_secret(const Setting& path);
 std::string job_id_of_cluster(std::string_view cluster_json);
 std::string job_id(const TfConfig& config);
 
-// 16 fresh random bytes as 32 hex characters; an error only when the system has no randomness.
+// 16 fresh random bytes as 32 hex characters; an error only when libsodium cannot start. (With no
+// randomness at all, neither getrandom(2) nor /dev/urandom, libsodium aborts the process.)
 Result<std::string> make_nonce();
 
 // HMAC-SHA256 of `text` under `secret`, as 64 hex characters.

@@ -2,16 +2,19 @@
 // Python and its distributions, CUDA libraries, the NVIDIA driver and GPUs.
 #include "fingerprint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
-#include <openssl/sha.h>
+#include <sodium.h>
 
 namespace tfboot {
 namespace {
@@ -50,13 +53,21 @@ class Tree {
 
   // The first `limit` bytes: enough for every header we look for, and bounded on odd files.
   std::optional<std::string> read_head(const std::string& logical, std::size_t limit = 16384) const {
+    // read(2), not an ifstream: iostreams would bring libstdc++'s locales into the static binary.
     std::error_code error;
     if (!fs::is_regular_file(real(logical), error)) return std::nullopt;
-    std::ifstream stream(real(logical), std::ios::binary);
-    if (!stream) return std::nullopt;
+    int fd = ::open(real(logical).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return std::nullopt;
     std::string content(limit, '\0');
-    stream.read(content.data(), static_cast<std::streamsize>(limit));
-    content.resize(static_cast<std::size_t>(stream.gcount()));
+    std::size_t size = 0;
+    while (size < limit) {
+      ssize_t got = ::read(fd, content.data() + size, limit - size);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // a read error keeps what came before it
+      size += static_cast<std::size_t>(got);
+    }
+    ::close(fd);  // read-only: a failing close loses nothing
+    content.resize(size);
     return content;
   }
 
@@ -250,8 +261,8 @@ std::string distributions_digest(const Tree& tree, const std::vector<std::string
   if (installed.empty()) return std::string(fingerprint_absent);
   std::string text;
   for (const auto& item : installed) text += item + "\n";
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(text.data()), text.size());
   return std::to_string(installed.size()) + " distributions, sha256 " + hex_prefix(digest, 8);
 }
 

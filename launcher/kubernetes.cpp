@@ -1,15 +1,21 @@
 // What the pod's own files say about its Service, namespace and cluster domain (README: Peers).
 #include "kubernetes.h"
 
-#include <sstream>
+#include <algorithm>
 
 namespace tfboot {
 namespace {
 
+// Fields separated by blanks, as `stream >> word` splits them (an istringstream would bring
+// libstdc++'s locales into the static binary).
 std::vector<std::string> words(std::string_view line) {
+  static constexpr std::string_view blanks = " \t\n\v\f\r";
   std::vector<std::string> result;
-  std::istringstream stream{std::string(line)};
-  for (std::string word; stream >> word;) result.push_back(word);
+  for (auto start = line.find_first_not_of(blanks); start != std::string_view::npos;) {
+    auto end = line.find_first_of(blanks, start);
+    result.emplace_back(line.substr(start, end - start));  // to the line's end when end is npos
+    start = line.find_first_not_of(blanks, end);           // npos when end is npos
+  }
   return result;
 }
 

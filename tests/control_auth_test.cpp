@@ -109,8 +109,33 @@ TEST_CASE("control_auth::make_nonce") {
 }
 
 TEST_CASE("control_auth::hmac_hex") {
-  // RFC 4231, test case 2.
-  CHECK(hmac_hex("Jefe", "what do ya want for nothing?") == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  // RFC 4231's HMAC-SHA-256 results, and keys at the 64-byte block size, just over it and at the
+  // largest secret (from Python's hmac module): a key longer than a block is hashed first.
+  struct Row {
+    std::string behaviour;
+    std::string key;
+    std::string text;
+    std::string expected;
+  };
+  const Row rows[] = {
+      {"RFC 4231 case 1", std::string(20, '\x0b'), "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+      {"RFC 4231 case 2", "Jefe", "what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+      {"RFC 4231 case 6: a key over the block size", std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First",
+       "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+      {"RFC 4231 case 7: key and text over the block size", std::string(131, '\xaa'),
+       "This is a test using a larger than block-size key and a larger than block-size data. The key needs to be hashed before "
+       "being used by the HMAC algorithm.",
+       "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2"},
+      {"a key of exactly one block is used as it is", std::string(64, 'k'), "nonce",
+       "9f3a07ab3aa2e52365c990a90d9e4c2f4cbdf717f91c58bbef4d1daebd37c808"},
+      {"a key one byte over the block is hashed", std::string(65, 'k'), "nonce",
+       "49ff2d52ddc88f2263f9afaa8ba7d95135ed4715a6c9f23ca77d27d3b283dcec"},
+      {"the largest secret", std::string(max_secret_size, 'k'), "nonce", "ebf4e3189065dde40b01c2fed09d652d7f7efacf588e23811e635079d262c17c"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.behaviour);
+    CHECK(hmac_hex(row.key, row.text) == row.expected);
+  }
   CHECK(hmac_hex("Jeff", "what do ya want for nothing?") != hmac_hex("Jefe", "what do ya want for nothing?"));
 }
 

@@ -1,4 +1,4 @@
-// What this host says about itself: hostname, /etc files, interface addresses.
+// What this host says about itself: hostname, /etc files, interface addresses, platform files.
 #include "host_facts.h"
 
 #include <arpa/inet.h>
@@ -40,16 +40,38 @@ std::vector<std::string> interface_addresses() {
   return {addresses.begin(), addresses.end()};
 }
 
-std::string read_etc_file(const char* path) {
+std::optional<std::string> read_small_file(const std::string& path) {
   auto text = read_text_file(path, max_etc_file);
   if (!text) log::debug("{} is not a readable regular file of at most 1 MiB; ignored", path);
-  return text.value_or("");
+  return text;
+}
+
+std::string read_etc_file(const char* path) { return read_small_file(path).value_or(""); }
+
+// Missing files are the rule here (a host runs on at most one platform): nothing is logged for them.
+std::optional<std::string> read_if_present(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  return read_small_file(path);
+}
+
+PlatformFiles platform_files(const Options& options) {
+  PlatformFiles files;
+  files.sagemaker_resource_config = read_if_present(sagemaker_resource_config_path);
+  for (const char* name : {"chief", "master", "worker", "ps", "evaluator"}) {
+    std::string file = std::string(name) + ".host";
+    if (auto text = read_if_present(std::string(volcano_config_dir) + "/" + file)) files.volcano_host_files[file] = *text;
+  }
+  files.pod_info_dir = options.pod_info_dir.value;
+  files.pod_labels = read_if_present(files.pod_info_dir + "/labels");
+  files.pod_annotations = read_if_present(files.pod_info_dir + "/annotations");
+  return files;
 }
 
 }  // namespace
 
-HostFacts gather_host_facts() {
-  return HostFacts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), interface_addresses()};
+HostFacts gather_host_facts(const Options& options) {
+  return HostFacts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), interface_addresses(),
+                   platform_files(options)};
 }
 
 std::vector<std::string> routable_addresses(const std::vector<std::string>& addresses) {

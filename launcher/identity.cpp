@@ -18,16 +18,16 @@ Result<int> index_from_setting(const Setting& setting) {
   return *index;
 }
 
-// An ordinal counted over one StatefulSet that may hold the chief at ordinal 0.
-Identity from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal_0, std::string source) {
+}  // namespace
+
+// An ordinal counted over one StatefulSet (or a platform's list) that may hold the chief at ordinal 0.
+Identity identity_from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal_0, std::string source) {
   if (chief_at_ordinal_0 && type == TaskType::worker) {
     if (ordinal == 0) return Identity{TaskType::chief, 0, std::move(source) + ", chief at ordinal 0"};
     return Identity{TaskType::worker, ordinal - 1, std::move(source) + ", chief at ordinal 0"};
   }
   return Identity{type, ordinal, std::move(source)};
 }
-
-}  // namespace
 
 Hostname choose_hostname(const Options& options, const Environment& env, const std::string& system_hostname) {
   if (options.hostname) return Hostname{options.hostname->value, options.hostname->source};
@@ -66,7 +66,7 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
       if (it == in.env.end() || it->second.empty()) continue;
       auto index = index_from_setting(Setting{it->second, variable});
       if (!index) return std::unexpected(index.error());
-      return from_ordinal(fallback_type, *index, options.chief_at_ordinal_0, variable);
+      return identity_from_ordinal(fallback_type, *index, options.chief_at_ordinal_0, variable);
     }
   }
   // 5. The PTR name of the own address (docker compose replicas count from 1).
@@ -85,7 +85,7 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
       }
       return Identity{*ptr_parts->type, ptr_parts->ordinal - 1, source};
     }
-    return from_ordinal(flag_type.value_or(TaskType::worker), ptr_parts->ordinal - 1, options.chief_at_ordinal_0, source);
+    return identity_from_ordinal(flag_type.value_or(TaskType::worker), ptr_parts->ordinal - 1, options.chief_at_ordinal_0, source);
   }
   // 4. The hostname.
   std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
@@ -98,7 +98,27 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
     }
     return Identity{*parts->type, parts->ordinal, source};
   }
-  return from_ordinal(fallback_type, parts->ordinal, options.chief_at_ordinal_0, source);
+  return identity_from_ordinal(fallback_type, parts->ordinal, options.chief_at_ordinal_0, source);
+}
+
+Result<Identity> identity_with_platform(const Options& options, const Identity& from_platform) {
+  std::optional<TaskType> flag_type;
+  if (options.task_type) {
+    auto type = type_from_setting(*options.task_type);
+    if (!type) return std::unexpected(type.error());
+    flag_type = *type;
+  }
+  if (options.task_index) {
+    auto index = index_from_setting(*options.task_index);
+    if (!index) return std::unexpected(index.error());
+    std::string source = options.task_index->source + (options.task_type ? " and " + options.task_type->source : "");
+    return Identity{flag_type.value_or(from_platform.type), *index, source};
+  }
+  if (flag_type && *flag_type != from_platform.type) {
+    return usage_error(options.task_type->source + " '" + options.task_type->value + "' contradicts " + from_platform.task() +
+                       " from " + from_platform.source);
+  }
+  return from_platform;
 }
 
 Result<void> check_identity_in_cluster(const Identity& identity, const ClusterSpec& spec, const Setting& cluster_source) {

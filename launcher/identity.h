@@ -35,6 +35,14 @@ struct IdentityInputs {
 // Identity only; whether the index fits the cluster is checked by check_identity_in_cluster.
 Result<Identity> resolve_identity(const IdentityInputs& inputs);
 
+// The task at `ordinal` of a list that may hold the chief first (--chief-at-ordinal-0): ordinal 0 is
+// chief 0 and ordinal k worker k-1; otherwise `type` and the ordinal as they are.
+Identity identity_from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal_0, std::string source);
+
+// The identity a platform gives (README: Identity), unless --task-index says otherwise (then the
+// type is --task-type's, else the platform's). A --task-type that contradicts the platform is an error.
+Result<Identity> identity_with_platform(const Options& options, const Identity& from_platform);
+
 Result<void> check_identity_in_cluster(const Identity& identity, const ClusterSpec& spec, const Setting& cluster_source);
 
 }  // namespace tfboot

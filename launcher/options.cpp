@@ -26,12 +26,14 @@ constexpr OptionSpec option_table[] = {
     {"chief-at-ordinal-0", Kind::flag, "", "ordinal 0 is chief 0, ordinal k is worker k-1", "off"},
     {"identity-from", Kind::value, "SRC", "auto, hostname or ptr (reverse DNS of own IP)", "auto"},
     {"cluster", Kind::value, "SPEC", "task counts, e.g. chief=1,ps=2,worker=4,evaluator=1",
-     "required unless TF_CONFIG is set"},
+     "required unless TF_CONFIG is set or a platform describes the job"},
     {"peer-template", Kind::value, "T", "peer host name with {prefix} {type} {index} {ordinal}",
      "derived from own hostname"},
     {"service", Kind::value, "NAME", "headless Service (pod subdomain)", "from /etc/hosts, else none"},
     {"namespace", Kind::value, "NS", "Kubernetes namespace", "POD_NAMESPACE, else resolv.conf search list"},
     {"cluster-domain", Kind::value, "D", "cluster DNS domain", "resolv.conf search list, else cluster.local"},
+    {"pod-info-dir", Kind::value, "DIR", "downward-API volume with the pod's labels and annotations (JobSet)",
+     "/etc/podinfo"},
     {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223", "2222"},
     {"address", Kind::value, "MODE", "name (DNS names) or ip (resolved addresses) in TF_CONFIG", "name"},
     {"evaluator-in-cluster", Kind::flag, "", "list the evaluator in TF_CONFIG's cluster", "off"},
@@ -103,6 +105,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.dns_server = get("dns-server");
   options.log_root = get("log-root");
   if (auto port = get("port")) options.port = *port;
+  if (auto dir = get("pod-info-dir")) options.pod_info_dir = *dir;
 
   for (auto [name, target] : {std::pair{"chief-at-ordinal-0", &options.chief_at_ordinal_0},
                               std::pair{"evaluator-in-cluster", &options.evaluator_in_cluster},

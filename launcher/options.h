@@ -40,6 +40,8 @@ struct Options {
   std::optional<Setting> service;
   std::optional<Setting> kube_namespace;
   std::optional<Setting> cluster_domain;
+  // The downward-API volume with the pod's labels and annotations (a JobSet's, README: Identity).
+  Setting pod_info_dir{"/etc/podinfo", "default"};
   Setting port{"2222", "default"};
   AddressMode address = AddressMode::name;
   bool evaluator_in_cluster = false;

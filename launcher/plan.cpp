@@ -1,7 +1,10 @@
 // What this task will do, decided before any lookup. Pure.
 #include "plan.h"
 
+#include <algorithm>
+
 #include "kubernetes.h"
+#include "platforms.h"
 #include "resolver.h"
 
 namespace tfboot {
@@ -67,6 +70,30 @@ Result<Plan> plan_from_operator_config(Plan plan, TfConfig config) {
   return plan;
 }
 
+// Neither --cluster nor TF_CONFIG: a platform that describes the job gives identity and peers.
+Result<Plan> plan_from_platform(const Options& options, const Environment& env, const HostFacts& facts, Plan plan) {
+  auto job = describe_job_by_platform({options, env, facts, plan.hostname});
+  if (!job) return std::unexpected(job.error());
+  if (!*job) {
+    return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set and no platform describes the job "
+                       "(Slurm, SageMaker, Volcano, JobSet)");
+  }
+  auto identity = identity_with_platform(options, (*job)->identity);
+  if (!identity) return std::unexpected(identity.error());
+  plan.identity = *identity;
+  plan.peers = std::move((*job)->peers);
+  plan.suffix = (*job)->suffix;
+  bool listed = std::ranges::any_of(plan.peers, [&](const PeerAddress& peer) {
+    return peer.type == plan.identity.type && peer.index == plan.identity.index;
+  });
+  if (!listed) {
+    return usage_error("task " + plan.identity.task() + " from " + plan.identity.source + " is outside the cluster " +
+                       (*job)->platform + " describes (" + cluster_counts_text(plan.peers) + ")");
+  }
+  if (auto fits = check_environment_estimate(options, plan.peers); !fits) return std::unexpected(fits.error());
+  return plan;
+}
+
 }  // namespace
 
 Result<void> check_options(const Options& options, const Environment& env) {
@@ -75,7 +102,9 @@ Result<void> check_options(const Options& options, const Environment& env) {
   }
   if (auto text = operator_tf_config_text(options, env)) {
     if (auto config = parse_tf_config(*text, "TF_CONFIG from the environment"); !config) return std::unexpected(config.error());
-  } else if (!options.cluster) {
+  } else if (!options.cluster && options.identity_from != IdentityFrom::automatic) {
+    // Platforms are asked only for the automatic identity; whether one describes the job is
+    // known once the host's files are read (make_plan).
     return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set");
   }
   if (options.cluster) {
@@ -102,6 +131,7 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
   if (options.cluster && env.contains("TF_CONFIG") && !env.find("TF_CONFIG")->second.empty()) {
     plan.warnings.push_back("TF_CONFIG from the environment is replaced, since " + options.cluster->source + " is given");
   }
+  if (!operator_config && !options.cluster) return plan_from_platform(options, env, facts, std::move(plan));
   auto identity = resolve_identity({options, env, plan.hostname, operator_config, ptr_name});
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;

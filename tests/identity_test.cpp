@@ -259,6 +259,32 @@ TEST_CASE("identity::resolve_identity --task-index alone keeps the hostname's ty
   });
 }
 
+TEST_CASE("identity::identity_from_ordinal") {
+  auto text = [](const Identity& identity) { return identity.task() + " from " + identity.source; };
+  CHECK(text(identity_from_ordinal(TaskType::worker, 3, false, "Slurm (SLURM_PROCID)")) == "worker:3 from Slurm (SLURM_PROCID)");
+  CHECK(text(identity_from_ordinal(TaskType::worker, 0, true, "s")) == "chief:0 from s, chief at ordinal 0");
+  CHECK(text(identity_from_ordinal(TaskType::worker, 3, true, "s")) == "worker:2 from s, chief at ordinal 0");
+  CHECK(text(identity_from_ordinal(TaskType::ps, 0, true, "s")) == "ps:0 from s");
+}
+
+// README: Identity. A platform answers after the flags; --task-index still wins.
+TEST_CASE("identity::identity_with_platform") {
+  const Identity slurm{TaskType::worker, 2, "Slurm (SLURM_PROCID)"};
+  auto with_flags = [&](std::vector<std::string> args, const Environment& env = {}) {
+    auto options = parse_options(args, env);
+    REQUIRE(options);
+    return describe(identity_with_platform(*options, slurm));
+  };
+  CHECK(with_flags({}) == "worker:2 from Slurm (SLURM_PROCID)");
+  CHECK(with_flags({"--task-type", "worker"}) == "worker:2 from Slurm (SLURM_PROCID)");
+  CHECK(with_flags({"--task-index", "0"}) == "worker:0 from --task-index");
+  CHECK(with_flags({"--task-index", "0", "--task-type", "chief"}) == "chief:0 from --task-index and --task-type");
+  CHECK(with_flags({}, {{"TFBOOT_TASK_INDEX", "1"}}) == "worker:1 from TFBOOT_TASK_INDEX");
+  CHECK(with_flags({"--task-type", "ps"}) == "error 2: --task-type 'ps' contradicts worker:2 from Slurm (SLURM_PROCID)");
+  CHECK(with_flags({"--task-type", "boss"}) == "error 2: --task-type 'boss' is not a task type (use chief, worker, ps or evaluator)");
+  CHECK(with_flags({"--task-index", "x"}) == "error 2: --task-index 'x' is not a non-negative integer");
+}
+
 TEST_CASE("identity::check_identity_in_cluster") {
   const Setting cluster{"chief=1,ps=2,worker=4,evaluator=1", "--cluster"};
   auto spec = parse_cluster_spec(cluster);

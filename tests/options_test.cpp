@@ -41,6 +41,7 @@ const std::vector<StringOption> string_options{
     {"port", "TFBOOT_PORT", "2222,ps=2223", [](const Options& o) { return std::optional<Setting>(o.port); }},
     {"dns-server", "TFBOOT_DNS_SERVER", "10.96.0.10:53,10.96.0.11", [](const Options& o) { return o.dns_server; }},
     {"log-root", "TFBOOT_LOG_ROOT", "/data/logs", [](const Options& o) { return o.log_root; }},
+    {"pod-info-dir", "TFBOOT_POD_INFO_DIR", "/var/run/podinfo", [](const Options& o) { return std::optional<Setting>(o.pod_info_dir); }},
 };
 
 // Boolean switches: the flag and the twin set to 1 turn them on.
@@ -75,6 +76,8 @@ TEST_CASE("options::parse_options defaults") {
   CHECK_FALSE(options->cluster_domain);
   CHECK(options->port.value == "2222");
   CHECK(options->port.source == "default");
+  CHECK(options->pod_info_dir.value == "/etc/podinfo");
+  CHECK(options->pod_info_dir.source == "default");
   CHECK(options->address == AddressMode::name);
   CHECK_FALSE(options->evaluator_in_cluster);
   CHECK(options->wait == 15min);
@@ -130,8 +133,10 @@ TEST_CASE("options::parse_options string options and their twins") {
       CAPTURE(option.twin);
       auto options = parse({}, {{option.twin, ""}});
       REQUIRE(options);
-      const bool has_default = std::string(option.flag) == "port";
-      CHECK(shown(option.get(*options)) == (has_default ? "2222 from default" : "<unset>"));
+      const std::string expected = option.flag == "port" ? "2222 from default"
+                                   : option.flag == "pod-info-dir" ? "/etc/podinfo from default"
+                                                                   : "<unset>";
+      CHECK(shown(option.get(*options)) == expected);
     }
   }
   SUBCASE("a missing value is a usage error naming the flag") {

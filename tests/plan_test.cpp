@@ -46,7 +46,10 @@ TEST_CASE("plan::check_options runs every check that needs no network") {
        {"--identity-from", "ptr", "--cluster", "worker=two"}, {}, "--cluster 'worker=two': count 'two' is not a number from 0 to 100000"},
       {"--address ip with --wait 0", {"--address", "ip", "--wait", "0", "--cluster", "worker=2"}, {},
        "--address ip needs the DNS wait; it cannot be combined with --wait 0"},
-      {"no cluster and no TF_CONFIG", {}, {}, "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set"},
+      {"no cluster and no TF_CONFIG, with an identity source that asks no platform", {"--identity-from", "hostname"}, {},
+       "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set"},
+      {"no cluster with PTR identity fails before the PTR lookup", {"--identity-from", "ptr"}, {},
+       "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set"},
       {"a bad port spec", {"--cluster", "worker=2", "--port", "22x"}, {}, "--port '22x': '22x' is not a port in 1..65535"},
       {"a DNS server with a port out of range, even with --wait 0", {"--cluster", "worker=2", "--wait", "0", "--dns-server", "127.0.0.1:65589"},
        {}, "--dns-server '127.0.0.1:65589': port '65589' is not a number in 1..65535"},
@@ -60,6 +63,8 @@ TEST_CASE("plan::check_options runs every check that needs no network") {
     CHECK(error_of(checked) == row.error);
   }
   CHECK(check_options(options_from({"--cluster", "worker=2"}), {}));
+  // Whether a platform describes the job is known once the host's files are read: make_plan says.
+  CHECK(check_options(options_from({}), {}));
   CHECK_FALSE(needs_own_ptr_name(options_from({"--identity-from", "ptr", "--task-index", "1", "--cluster", "worker=2"})));
   CHECK(needs_own_ptr_name(options_from({"--identity-from", "ptr", "--cluster", "worker=2"})));
 }
@@ -114,6 +119,85 @@ TEST_CASE("plan::make_plan from host facts alone") {
     auto plan = make_plan(options_from({"--cluster", "worker=4000"}), {}, statefulset_pod(), std::nullopt);
     CHECK(code_of(plan) == 2);
     CHECK(error_of(plan).starts_with("TF_CONFIG for 4000 tasks would be about "));
+  }
+}
+
+TEST_CASE("plan::make_plan from a platform that describes the job") {
+  const Environment srun{{"SLURM_PROCID", "2"},
+                         {"SLURM_STEP_NUM_TASKS", "4"},
+                         {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"},
+                         {"SLURM_STEP_TASKS_PER_NODE", "2,1(x2)"}};
+  const HostFacts node{"gpu08", "127.0.0.1 localhost\n", "nameserver 10.0.0.1\n", {"10.0.0.8"}};
+  auto plan_for = [&](const std::vector<std::string>& args, const Environment& env, const HostFacts& facts) {
+    return make_plan(options_from(args, env), env, facts, std::nullopt);
+  };
+  SUBCASE("Slurm gives identity and peers; names are bare") {
+    auto plan = plan_for({}, srun, node);
+    REQUIRE_MESSAGE(plan, error_of(plan));
+    CHECK(plan->identity.task() == "worker:2");
+    CHECK(plan->identity.source == "Slurm (SLURM_PROCID)");
+    CHECK_FALSE(plan->suffix);
+    CHECK(names_of(*plan) == "gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222");
+    auto text = make_tf_config_text(options_from({}, srun), *plan, {});
+    CHECK(text.value_or("") ==
+          R"({"cluster":{"worker":["gpu07:2222","gpu07:2223","gpu08:2222","cpu1:2222"]},"task":{"type":"worker","index":2}})");
+  }
+  SUBCASE("--cluster wins: the platform is not asked") {
+    auto plan = plan_for({"--cluster", "worker=2", "--hostname", "trainer-1"}, srun, node);
+    REQUIRE_MESSAGE(plan, error_of(plan));
+    CHECK(plan->identity.source == "hostname 'trainer-1' (from --hostname)");
+    CHECK(names_of(*plan) == "trainer-0:2222 trainer-1:2222");
+  }
+  SUBCASE("an operator's TF_CONFIG wins: the platform is not asked") {
+    Environment env = srun;
+    env["TF_CONFIG"] = R"({"cluster":{"worker":["w0:2000","w1:2000"]},"task":{"type":"worker","index":0}})";
+    auto plan = plan_for({}, env, node);
+    REQUIRE_MESSAGE(plan, error_of(plan));
+    CHECK(plan->identity.source == "TF_CONFIG");
+    CHECK(names_of(*plan) == "w0:2000 w1:2000");
+  }
+  SUBCASE("bad platform data is a usage error before any lookup") {
+    Environment env = srun;
+    env["SLURM_STEP_NODELIST"] = "gpu[07-08";
+    auto plan = plan_for({}, env, node);
+    CHECK(code_of(plan) == 2);
+    CHECK(error_of(plan) == "SLURM_STEP_NODELIST 'gpu[07-08': '[' without ']'");
+  }
+  SUBCASE("--task-index still comes first, inside the platform's cluster") {
+    auto plan = plan_for({"--task-index", "3"}, srun, node);
+    REQUIRE_MESSAGE(plan, error_of(plan));
+    CHECK(plan->identity.task() == "worker:3");
+    CHECK(plan->identity.source == "--task-index");
+    auto outside = plan_for({"--task-index", "4"}, srun, node);
+    CHECK(code_of(outside) == 2);
+    CHECK(error_of(outside) == "task worker:4 from --task-index is outside the cluster Slurm describes (worker=4)");
+  }
+  SUBCASE("a --task-type that contradicts the platform") {
+    auto plan = plan_for({"--task-type", "ps"}, srun, node);
+    CHECK(code_of(plan) == 2);
+    CHECK(error_of(plan) == "--task-type 'ps' contradicts worker:2 from Slurm (SLURM_PROCID)");
+  }
+  SUBCASE("a JobSet pod: the Service from the kubelet's /etc/hosts line") {
+    HostFacts pod{"bert-worker-1-0", "10.1.0.7 bert-worker-1-0.bert.ml.svc.cluster.local bert-worker-1-0\n",
+                  "search ml.svc.cluster.local svc.cluster.local cluster.local\n", {"10.1.0.7"}};
+    pod.platform_files.pod_info_dir = "/etc/podinfo";
+    pod.platform_files.pod_labels =
+        "batch.kubernetes.io/job-completion-index=\"0\"\njobset.sigs.k8s.io/global-replicas=\"2\"\n"
+        "jobset.sigs.k8s.io/job-index=\"1\"\njobset.sigs.k8s.io/jobset-name=\"bert\"\n"
+        "jobset.sigs.k8s.io/replicatedjob-name=\"worker\"\njobset.sigs.k8s.io/replicatedjob-replicas=\"2\"";
+    auto plan = plan_for({}, {}, pod);
+    REQUIRE_MESSAGE(plan, error_of(plan));
+    CHECK(plan->identity.task() == "worker:1");
+    REQUIRE(plan->suffix);
+    CHECK(plan->suffix->text() == "bert.ml.svc.cluster.local");
+    CHECK(names_of(*plan) == "bert-worker-0-0.bert.ml.svc.cluster.local.:2222 bert-worker-1-0.bert.ml.svc.cluster.local.:2222");
+  }
+  SUBCASE("no --cluster, no TF_CONFIG and no platform") {
+    auto plan = plan_for({}, {}, statefulset_pod());
+    CHECK(code_of(plan) == 2);
+    CHECK(error_of(plan) ==
+          "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set and no platform describes the job (Slurm, "
+          "SageMaker, Volcano, JobSet)");
   }
 }
 

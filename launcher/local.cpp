@@ -83,7 +83,7 @@ Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterS
 
 // Everything is written before anything starts, so an error leaves no task running.
 Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std::vector<std::string>& command) {
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double now = unix_seconds();
   for (const LocalTask& task : tasks) {
     StartupReport report{TFBOOT_VERSION_STRING, Identity{task.type, task.index, "tfboot local"}, "127.0.0.1", {}, {}, {}, {},
                          task.tf_config, command, now, 0, now};

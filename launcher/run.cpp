@@ -28,10 +28,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string command_text(const std::vector<std::string>& command) {
   return nlohmann::json(command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -33,6 +33,10 @@ std::string set_aside(const std::string& path, const std::string& damage) {
 
 }  // namespace
 
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::string task_log_dir(const std::string& log_root, TaskType type, int index) {
   return log_root + "/" + std::string(to_string(type)) + "_" + std::to_string(index);
 }

@@ -12,6 +12,9 @@
 
 namespace tfboot {
 
+// Now, as startup.json records times: seconds since the Unix epoch.
+double unix_seconds();
+
 // "<root>/<type>_<index>".
 std::string task_log_dir(const std::string& log_root, TaskType type, int index);
 

@@ -60,7 +60,8 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
     if (in.operator_config) {
       return Identity{flag_type.value_or(in.operator_config->task_type), in.operator_config->task_index, "TF_CONFIG"};
     }
-    // 3. An index from the environment.
+    // 3. A platform is asked by the plan, which has the host's files (identity_with_platform).
+    // 4. An index from the environment.
     for (const char* variable : {"JOB_COMPLETION_INDEX", "TFBOOT_POD_INDEX"}) {
       auto it = in.env.find(variable);
       if (it == in.env.end() || it->second.empty()) continue;
@@ -69,7 +70,7 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
       return identity_from_ordinal(fallback_type, *index, options.chief_at_ordinal_0, variable);
     }
   }
-  // 5. The PTR name of the own address (docker compose replicas count from 1).
+  // 6. The PTR name of the own address (docker compose replicas count from 1).
   if (options.identity_from == IdentityFrom::ptr) {
     if (!in.ptr_name) return usage_error("--identity-from ptr: no PTR name found for the own address");
     auto first_label = in.ptr_name->value.substr(0, in.ptr_name->value.find('.'));
@@ -87,7 +88,7 @@ Result<Identity> resolve_identity(const IdentityInputs& in) {
     }
     return identity_from_ordinal(flag_type.value_or(TaskType::worker), ptr_parts->ordinal - 1, options.chief_at_ordinal_0, source);
   }
-  // 4. The hostname.
+  // 5. The hostname.
   std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
   if (!parts) {
     return usage_error(source + " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index");

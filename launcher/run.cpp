@@ -146,7 +146,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   const auto started = SteadyClock::now();
   if (auto handlers = install_stop_handlers(); !handlers) return std::unexpected(handlers.error());
   if (auto checked = check_options(options, env); !checked) return std::unexpected(checked.error());
-  const HostFacts facts = gather_host_facts();
+  const HostFacts facts = gather_host_facts(options);
   auto secret = read_secret_if_given(options);
   if (!secret) return std::unexpected(secret.error());
   auto ptr_name = find_ptr_name_if_needed(options, facts, started);

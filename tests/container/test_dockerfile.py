@@ -211,8 +211,8 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
                 procs.append(net.run(pod, argv, env=env, pid1=True, stderr=stderr,
                                      extra_mounts=[(pod.hosts_path, f"{rootfs[index]}/etc/hosts"),
                                                    (pod.resolv_path, f"{rootfs[index]}/etc/resolv.conf")]))
-            if index == 0:   # pod 0 looks for pod 1 before pod 1's record exists
-                _wait_for_query(net, pods[1].fqdn, pods[0].ip, procs[0])
+            if index == 0:   # pod 0, the coordinator, is in its DNS wait before pod 1's record exists
+                _wait_for_query(net, pods[0].fqdn, pods[0].ip, procs[0])
 
         for index, (proc, log) in enumerate(zip(procs, logs)):
             out, _ = proc.communicate(timeout=90)
@@ -231,6 +231,7 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
             with open(os.path.join(rootfs[index], f"logs/worker_{index}/startup.json")) as f:
                 job = json.load(f)["job"]
             assert (job["coordinator"], job["control_port"], job["tasks_present"]) == ("worker:0", 2220, 2), job
+            assert job["names_resolved_by_coordinator"] is True, job
 
 
 def test_dockerfile_stages_and_default_base_image():

@@ -131,8 +131,6 @@ def test_volcano_worker(run_tfboot):
     assert json.loads(result.stdout) == readme_examples()["volcano"]
 
 
-@pytest.mark.xfail(strict=True, reason="run.cpp calls gather_host_facts() without the options, so --pod-info-dir and "
-                                       "TFBOOT_POD_INFO_DIR are not read yet (only /etc/podinfo)")
 def test_jobset_from_the_pod_info_dir(run_tfboot, tmp_path):
     pod_info = jobset_pod_info(tmp_path / "podinfo", "worker", 1)
     # In the pod the kubelet's /etc/hosts line names the Service "bert"; here the flags stand in for it.

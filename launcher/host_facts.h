@@ -35,7 +35,7 @@ struct HostFacts {
 };
 
 // `options` says where the pod-info files are (--pod-info-dir).
-HostFacts gather_host_facts(const Options& options = {});
+HostFacts gather_host_facts(const Options& options);
 
 // Interface addresses that can name this host to others: neither loopback nor link-local,
 // IPv4 first (compose networks are IPv4 unless configured otherwise).

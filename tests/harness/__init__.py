@@ -7,6 +7,7 @@ Start with ``harness.cluster.ClusterNetwork``; the modules under it, one concept
     pod_shim.py       the script that becomes a pod's program (hostname, /etc mounts, PID 1)
     namespaces.py     network namespaces: names, bridge and veths, removal, code run inside one
     dns_server.py     the cluster DNS process: dnsmasq or the failing responder, faults, query log
+    coredns.py        CoreDNS as a Kubernetes cluster DNS (file zones, cache 30), on the same API
     dnsmasq.py        dnsmasq's command line, its records (hosts files), its log
     dns_responder.py  the DNS server that fails on purpose (SERVFAIL, REFUSED, NXDOMAIN)
     dns_client.py     the tests' DNS client (DnsResult)

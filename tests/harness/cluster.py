@@ -15,7 +15,7 @@ Usage::
 
     with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local",
                         *, subnet="10.213", local_zones=("#",), log_queries=True,
-                        service_records=True) as net:
+                        service_records=True, dns_server="dnsmasq") as net:
         pod = net.add_pod("mnist-worker-0")    # hostname=, service= ("" = no subdomain), ip=,
                                                # hosts=/resolv= (text instead of kubelet's)
         net.publish(pod)                       # A <pod fqdn> -> ip, PTR, and the headless
@@ -32,6 +32,9 @@ Usage::
         net.stop_dns(); net.start_dns()        # server down (ECONNREFUSED) and back
         net.dns_queries(); net.dns_query_count(); net.reset_dns_query_count()
 
+* dns_server: "dnsmasq" (default), or "coredns": CoreDNS answering as a Kubernetes cluster's DNS
+  does, with kubeadm's ``cache 30`` (coredns.py; records take up to a second to be served, and
+  names outside the cluster domain cannot be published).
 * local_zones: names dnsmasq answers from its records only (NXDOMAIN/NODATA otherwise), besides
   the cluster domain and the reverse zones; "#" = every name (compose-style bare names too);
   () = names outside the cluster domain get REFUSED (nothing is forwarded).
@@ -63,6 +66,7 @@ import sys
 import tempfile
 from typing import Iterable, Sequence
 
+from harness.coredns import CoreDnsServer
 from harness.dns_client import DnsResult, query_many, reverse_name
 from harness.dns_server import DnsServer
 from harness.namespaces import (Bridge, add_netns, cleanup_stale, delete_netns, in_netns,
@@ -85,7 +89,10 @@ class ClusterNetwork:
     def __init__(self, service: str = "mnist", namespace: str = "default",
                  cluster_domain: str = "cluster.local", *, subnet: str = "10.213",
                  local_zones: Iterable[str] = ("#",), log_queries: bool = True,
-                 service_records: bool = True):
+                 service_records: bool = True, dns_server: str = "dnsmasq"):
+        if dns_server not in ("dnsmasq", "coredns"):
+            raise ValueError(f"unknown DNS server {dns_server!r}")
+        self.dns_server = dns_server
         self.service = service
         self.namespace = namespace
         self.cluster_domain = cluster_domain.strip(".")
@@ -156,9 +163,15 @@ class ClusterNetwork:
             self._bridge.create()
             self._add_namespace(self.dns_ns, "vdns", self.dns_ip)
             zones = [self.cluster_domain, "in-addr.arpa", "ip6.arpa", *self.local_zones]
-            self.dns = DnsServer(ns=self.dns_ns, ip=self.dns_ip, port=self.dns_port,
-                                 workdir=self.tmpdir, processes=self._processes, zones=zones,
-                                 log_queries=self._log_queries)
+            if self.dns_server == "coredns":
+                self.dns = CoreDnsServer(ns=self.dns_ns, ip=self.dns_ip, port=self.dns_port,
+                                         workdir=self.tmpdir, processes=self._processes,
+                                         domain=self.cluster_domain, zones=zones,
+                                         log_queries=self._log_queries)
+            else:
+                self.dns = DnsServer(ns=self.dns_ns, ip=self.dns_ip, port=self.dns_port,
+                                     workdir=self.tmpdir, processes=self._processes, zones=zones,
+                                     log_queries=self._log_queries)
             self.dns.start()
         except BaseException:
             self.close()

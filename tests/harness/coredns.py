@@ -22,14 +22,14 @@ Offers:
   failing responder, drop_packets, queries/query_count as there). ``log_queries`` adds the
   ``log`` plugin (one line per query, cached answers too); ``records`` is a ``KubernetesZones``;
   ``metrics()`` -> {"requests", "cache_hits", "cache_misses"} from prometheus (counted with or
-  without the log); ``cpu_seconds()`` the server's user+system CPU time so far.
+  without the log); ``cpu_seconds()`` the server's CPU time so far.
 * ``KubernetesZones(path, log, domain, reverse_zone)``: the records. ``add(name, ip, aliases,
   wait=)``: the A (or AAAA) record name -> ip, the PTR ip -> name (the first name given an ip
   keeps it), and for each alias ``<service>.<namespace>.svc.<domain>``, ip in the Service's A RRset
   and name in its SRV records. ``remove(name, ip=None, wait=)`` -> how many records went. With
   wait, each returns once CoreDNS has loaded the change (<= 3 s, else HarnessError); ``wait()``
   waits for every change so far and returns how long it took.
-* ``cpu_seconds(pid)``: user+system CPU seconds of a process from /proc (any server's).
+* ``cpu_seconds(pid)``: CPU seconds of a process, all its threads, from /proc (any server's).
 
 Usage (``ClusterNetwork(dns_server="coredns")`` does this)::
 
@@ -71,10 +71,19 @@ def missing_reason() -> str | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(b")") + 2:].split()   # after "(comm)": state is field 0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
+    """CPU time of every thread of pid: their /proc schedstat run times (ns), else the 10 ms
+    ticks of utime + stime in /proc/<pid>/stat."""
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rindex(b")") + 2:].split()   # after "(comm)": state is field 0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
 def reverse_zone_of(ip: str) -> str:

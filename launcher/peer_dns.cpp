@@ -72,8 +72,8 @@ std::vector<std::string> own_name_warnings(const std::vector<PeerAddress>& peers
 // TTL that counts down comes from a cache. Said once in the log.
 class CachedNegativeWatch {
  public:
-  CachedNegativeWatch(Resolver& resolver, std::string name, std::string role)
-      : resolver_(resolver), name_(std::move(name)), role_(std::move(role)) {}
+  CachedNegativeWatch(Resolver& resolver, const PeerAddress& peer, std::string role)
+      : resolver_(resolver), name_(peer.lookup_name()), shown_(peer.name), role_(std::move(role)) {}
 
   void on_failure(const NameStatus& status) {
     const auto now = SteadyClock::now();
@@ -89,7 +89,7 @@ class CachedNegativeWatch {
   void on_probe(SteadyClock::time_point asked, std::optional<std::uint32_t> ttl) {
     probing_ = false;
     if (!ttl) return;
-    log::debug("{}: NXDOMAIN with a negative TTL of {}s", name_, *ttl);
+    log::debug("{}: NXDOMAIN with a negative TTL of {}s", shown_, *ttl);
     if (last_ && *ttl < last_->second) {
       const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(asked - last_->first).count();
       const auto dropped = static_cast<long long>(last_->second - *ttl);
@@ -97,14 +97,15 @@ class CachedNegativeWatch {
         said_ = true;
         log::info("{} {} is missing, and its NXDOMAIN comes from a DNS cache (the negative TTL counts down, "
                   "{}s left): if its record appears meanwhile, it is seen when that runs out",
-                  role_, name_, *ttl);
+                  role_, shown_, *ttl);
       }
     }
     last_ = std::pair{asked, *ttl};
   }
 
   Resolver& resolver_;
-  std::string name_;
+  std::string name_;   // as asked: fully qualified, with the trailing dot
+  std::string shown_;  // as TF_CONFIG shows it
   std::string role_;
   bool probing_ = false;
   bool said_ = false;
@@ -174,7 +175,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   WaitPolicy policy;
   std::optional<CachedNegativeWatch> watch;
   if (watched && *watched < peers.size() && peers[*watched].fully_qualified) {
-    watch.emplace(**resolver, peers[*watched].lookup_name(), "the coordinator's name");
+    watch.emplace(**resolver, peers[*watched], "the coordinator's name");
     policy.on_failure = [&watch, index = *watched](std::size_t i, const NameStatus& status) {
       if (i == index) watch->on_failure(status);
     };

@@ -144,3 +144,61 @@ def test_a_job_with_the_control_channel_starts_through_coredns_with_o_n_queries(
     assert [code for _, code in results] == [0] * count, [err for (_, err), _ in results]
     # Every pod's own name and the coordinator's, then the coordinator asks each name once.
     assert count * 2 <= net.dns_query_count() <= 3 * count + count, net.dns_queries()
+
+
+def start_job_with_one_late_pod(net, tfboot, tmp_path, count, late_index, delay=5):
+    """Every pod but one starts now; the late one is published and started `delay` s later. The
+    command records when it ran. Returns (procs by pod name, the late pod's start time, markers)."""
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
+    for i, pod in enumerate(pods):
+        if i != late_index:
+            net.publish(pod, wait=False)
+    net.dns.records.wait()
+    env = {"TFBOOT_CLUSTER": f"worker={count}", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "90s",
+           "TFBOOT_START_TIMEOUT": "90s"}
+    markers = [tmp_path / f"ran-{i}" for i in range(count)]
+    procs = {}
+    for i, pod in enumerate(pods):
+        if i != late_index:
+            procs[pod.name] = net.run(pod, [tfboot, "--", "sh", "-c", f"date +%s.%N > {markers[i]}"], env=env)
+    time.sleep(delay)
+    late = pods[late_index]
+    net.publish(late)   # its record exists from its start, as a pod's does
+    late_started = time.time()
+    procs[late.name] = net.run(late, [tfboot, "--", "sh", "-c", f"date +%s.%N > {markers[late_index]}"], env=env)
+    return procs, late_started, markers
+
+
+def finish(procs, timeout=120):
+    deadline = time.monotonic() + timeout
+    ended = {}
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
+        ended[name] = (proc.returncode, err)
+    return ended
+
+
+def test_a_late_worker_behind_cache_30_starts_the_job_without_waiting_for_the_cache(net, tfboot, tmp_path):
+    # No one asks the late worker's name before it exists, so no NXDOMAIN is cached for it: the
+    # job starts as soon as it says hello, not up to 30 s later.
+    procs, late_started, markers = start_job_with_one_late_pod(net, tfboot, tmp_path, 4, late_index=3)
+    ended = finish(procs)
+    assert all(code == 0 for code, _ in ended.values()), ended
+    last_command = max(float(marker.read_text()) for marker in markers)
+    assert last_command - late_started < 10, last_command - late_started   # the cache would make it ~30
+
+
+def test_a_late_coordinator_behind_cache_30_is_said_to_be_served_from_the_cache(net, tfboot, tmp_path):
+    # The others ask the coordinator's name while it is missing: CoreDNS then serves that NXDOMAIN
+    # until its negative TTL runs out, and tfboot says so once.
+    procs, late_started, markers = start_job_with_one_late_pod(net, tfboot, tmp_path, 3, late_index=0)
+    ended = finish(procs)
+    assert all(code == 0 for code, _ in ended.values()), ended
+    for name in ("mnist-worker-1", "mnist-worker-2"):
+        err = ended[name][1]
+        said = [line for line in err.splitlines() if "comes from a DNS cache" in line]
+        assert len(said) == 1, err
+        assert f"the coordinator's name mnist-worker-0.{SERVICE} is missing" in said[0], said[0]
+    # Bounded by the cached answer's TTL (30 s from the first question), plus tfboot's 1 s retry.
+    last_command = max(float(marker.read_text()) for marker in markers)
+    assert last_command - late_started < TTL + 5, last_command - late_started

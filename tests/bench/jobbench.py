@@ -6,10 +6,10 @@ Scenarios, on the namespace network of tests/harness (pods ``worker-<i>``, hostn
 headless Service ``mnist``'s subdomain, ``TFBOOT_CLUSTER=worker=P``, command: write the time it
 started, exit 0):
 
-* job: every record published, the server restarted (empty cache), the P pods started one after
-  the other: DNS queries the server received, its CPU seconds, and the time from the last pod's
-  start to every command running;
-* late: P-1 pods started, the last one 5 s after them with its record published as it starts
+* job: every record published, the server restarted (empty cache), the P pods started at the
+  same moment (each held by start_gate.py until all are there): DNS queries the server received,
+  its CPU seconds, and the time from the pods' start to every command running;
+* late: P-1 pods started at once, the last one 5 s after them with its record published as it starts
   (and, as a variant, served before it starts); the late pod is the last worker or the
   coordinator worker-0: the time from its start to every command running;
 * cost: dnsperf from a pod, names that exist (answered from the zone, then the cache) and names
@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -45,12 +46,44 @@ from netbench import udp_counters  # noqa: E402
 SERVERS = ("dnsmasq", "coredns")
 MODES = ("control", "no-control")   # the control channel (default), --control-port 0
 DNSPERF = "/usr/bin/dnsperf"
+GATE = os.path.join(HERE, "start_gate.py")
 LATE_AFTER_S = 5.0
 RUN_TIMEOUT_S = 150
 
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
+
+
+class StartGate:
+    """The benchmark's side of start_gate.py: a Unix socket the gated pods connect to; ``open()``
+    releases every one at once and returns the time it did."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1024)
+        self.waiting: list[socket.socket] = []
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-I", "-S", GATE, self.path, "--"]
+
+    def open(self, count: int, timeout: float = 60) -> float:
+        """Waits until count pods wait at the gate, then lets them all go."""
+        self.listener.settimeout(timeout)
+        while len(self.waiting) < count:
+            self.waiting.append(self.listener.accept()[0])
+        opened = time.time()
+        for connection in self.waiting:
+            connection.sendall(b"g")
+        return opened
+
+    def close(self) -> None:
+        for connection in self.waiting:
+            connection.close()
+        self.listener.close()
+        os.unlink(self.path)
 
 
 class JobBench:
@@ -100,14 +133,15 @@ class JobBench:
 
     # ---- one job
 
-    def start_pod(self, pod: Pod, p: int, mode: str, run_dir: str):
+    def start_pod(self, pod: Pod, p: int, mode: str, run_dir: str, gate: StartGate | None = None):
         env = {"TFBOOT_CLUSTER": f"worker={p}", "TFBOOT_LOG_ROOT": os.path.join(run_dir, "logs"),
                "TFBOOT_STOP_GRACE": "5s"}
         if mode == "no-control":
             env["TFBOOT_CONTROL_PORT"] = "0"
+        env.update(self.args.tfboot_env)
         stamp = os.path.join(run_dir, f"started-{pod.name}")
         # The command: the time it started (CLOCK_REALTIME: one clock for every namespace here).
-        argv = [self.args.tfboot, "--", "/bin/sh", "-c", 'date +%s.%N > "$0"', stamp]
+        argv = [*(gate.argv() if gate else []), self.args.tfboot, "--", "/bin/sh", "-c", 'date +%s.%N > "$0"', stamp]
         with open(os.path.join(run_dir, f"{pod.name}.log"), "w") as out:
             proc = self.net.run(pod, argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         return proc, time.time()
@@ -147,21 +181,25 @@ class JobBench:
         os.makedirs(path)
         return path
 
+    def start_all(self, pods: list[Pod], p: int, mode: str, run_dir: str) -> tuple[list, float]:
+        """Every pod started at once (through the gate): their processes and the moment."""
+        gate = StartGate(os.path.join(run_dir, "gate"))
+        try:
+            procs = [self.start_pod(pod, p, mode, run_dir, gate)[0] for pod in pods]
+            return procs, gate.open(len(pods))
+        finally:
+            gate.close()
+
     def job(self, p: int, mode: str) -> dict:
         pods = self.pods[:p]
         self.fresh_server(pods)
         run_dir = self.run_dir(f"job-{p}-{mode}")
         before = self.server_state()
-        began = time.time()
-        procs = []
-        for pod in pods:
-            proc, last_start = self.start_pod(pod, p, mode, run_dir)
-            procs.append(proc)
+        procs, started = self.start_all(pods, p, mode, run_dir)
         result = self.finish(procs, run_dir, pods)
         after = self.server_state()
-        result.update(self.server_delta(before, after), server=self.server, p=p, mode=mode,
-                      starting_s=last_start - began)
-        result["last_start_to_all_running_s"] = (result["last_command_at"] - last_start
+        result.update(self.server_delta(before, after), server=self.server, p=p, mode=mode)
+        result["last_start_to_all_running_s"] = (result["last_command_at"] - started
                                                  if result["last_command_at"] else None)
         return result
 
@@ -173,7 +211,7 @@ class JobBench:
         self.fresh_server(early)
         run_dir = self.run_dir(f"late-{p}-{mode}-{late_index}-{publish}")
         before = self.server_state()
-        procs = [self.start_pod(pod, p, mode, run_dir)[0] for pod in early]
+        procs, _ = self.start_all(early, p, mode, run_dir)
         time.sleep(LATE_AFTER_S)
         self.net.publish(late_pod, wait=publish == "before")   # with wait: once it is served
         self.published.add(late_pod.name)
@@ -274,6 +312,9 @@ def main(argv=None) -> int:
                     help="when the late pod's record is published: at-start, before (served before it starts)")
     ap.add_argument("--cost-queries", type=int, default=20000, help="dnsperf queries per kind (0: skip)")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
+    ap.add_argument("--tfboot-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="one more variable for every tfboot, e.g. TFBOOT_LOG_LEVEL=debug (repeatable)")
+    ap.add_argument("--keep-logs", action="store_true", help="copy every pod's log to --out/job-logs/")
     ap.add_argument("--replot", action="store_true", help="only redraw from --out's job_results.json")
     args = ap.parse_args(argv)
     json_path = os.path.join(args.out, "job_results.json")
@@ -287,6 +328,7 @@ def main(argv=None) -> int:
         log("jobbench: needs root (network, mount and PID namespaces)")
         return 2
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    args.tfboot_env = dict(item.split("=", 1) for item in args.tfboot_env if "=" in item)
     args.late_publish = [x for x in args.late_publish.split(",") if x]
     servers = [x for x in args.servers.split(",") if x]
     if (not args.sizes or not all(2 <= p <= 1000 for p in args.sizes) or not 1 <= args.reps <= 20
@@ -328,6 +370,11 @@ def main(argv=None) -> int:
             f.write(markdown)
         plot(report, os.path.join(args.out, "job_queries.png"))
         print(markdown)
+        if args.keep_logs:
+            kept = os.path.join(args.out, "job-logs")
+            shutil.rmtree(kept, ignore_errors=True)
+            shutil.copytree(workdir, kept, ignore=lambda d, names: [n for n in names if n.startswith("logs")
+                                                                    or n in ("tfboot", "gate")])
         log(f"jobbench: wrote {args.out}/job_results.md, job_results.json, job_queries.png "
             f"({report['bench_seconds']:.0f}s)")
     finally:

@@ -121,7 +121,8 @@ def render(report: dict) -> str:
         lines.append("**Warning: the machine was busy with other work; times are inflated.**\n")
     medians = job_medians(report)
     lines.append("Job of P pods, every record published, server freshly started; queries = UDP datagrams the "
-                 "server received; time = last pod's start → every command running. Medians of the repetitions.\n")
+                 "server received; time = the pods' start (all at once) → every command running. Medians of the "
+                 "repetitions.\n")
     lines.append("| P | server | queries: control | no control | per pod: control | no control "
                  "| server CPU: control | no control | time: control | no control | failed pods |")
     lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -1,0 +1,33 @@
+"""Holds a pod's program until the benchmark opens the gate, so that every pod of a job starts at
+the same moment (spawning P pods one by one takes seconds), then execs it: the program keeps
+the gate's PID, PID 1 of the pod.
+
+    python -I -S start_gate.py SOCKET -- PROGRAM ARGS...
+
+Connects to the benchmark's Unix socket SOCKET (a path: it is reached from any network
+namespace), waits until the benchmark sends one byte (or closes), then execs PROGRAM. Standard
+library only; exit 125 with the reason on stderr if the gate cannot be reached.
+"""
+
+import os
+import socket
+import sys
+
+
+def main(args: list[str]) -> None:
+    if len(args) < 3 or args[1] != "--":
+        sys.stderr.write("usage: start_gate.py SOCKET -- PROGRAM ARGS...\n")
+        os._exit(125)
+    path, program = args[0], args[2:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as gate:
+            gate.connect(path)
+            gate.recv(1)
+    except OSError as e:
+        sys.stderr.write(f"start_gate: {path}: {e.strerror}\n")
+        os._exit(125)
+    os.execv(program[0], program)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

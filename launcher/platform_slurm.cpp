@@ -1,5 +1,6 @@
 // Slurm: the task's rank, the step's nodes and how many tasks each node runs, all from srun's
 // environment (README: Identity, "Platforms").
+#include <array>
 #include <numeric>
 #include <set>
 
@@ -11,11 +12,32 @@ namespace {
 
 using platform::env_setting;
 
-// The step's variable, else the job's (a task started outside a step of its own sees only those).
-Result<Setting> step_or_job(const Environment& env, const std::string& step_name, const std::string& job_name) {
-  if (auto setting = env_setting(env, step_name)) return *setting;
-  if (auto setting = env_setting(env, job_name)) return *setting;
-  return usage_error("Slurm (SLURM_PROCID is set): neither " + step_name + " nor " + job_name + " is set");
+// Where the layout comes from: all three from the job step (srun sets them for its tasks), or,
+// with none of the step's set, all three from the job; never a mix of the two.
+struct SlurmLayout {
+  Setting nodelist;
+  Setting task_count;
+  Setting tasks_per_node;
+};
+
+Result<SlurmLayout> slurm_layout(const Environment& env, int rank) {
+  const bool in_step = env_setting(env, "SLURM_STEP_NODELIST") || env_setting(env, "SLURM_STEP_NUM_TASKS") ||
+                       env_setting(env, "SLURM_STEP_TASKS_PER_NODE");
+  const std::array<std::string, 3> names = in_step ? std::array<std::string, 3>{"SLURM_STEP_NODELIST", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE"}
+                                                   : std::array<std::string, 3>{"SLURM_JOB_NODELIST", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE"};
+  std::array<Setting, 3> found;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto setting = env_setting(env, names[i]);
+    if (!setting) return usage_error("Slurm (SLURM_PROCID is set): " + names[i] + " is not set");
+    found[i] = *setting;
+  }
+  // A batch script sees the job's variables and SLURM_PROCID 0 but is no task of a step: started
+  // there without srun, tfboot would wait for peers that never come.
+  if (!in_step && rank == 0 && found[1].value != "1") {
+    return usage_error("Slurm: SLURM_PROCID is set without SLURM_STEP_* while SLURM_NTASKS is '" + found[1].value +
+                       "': this is the batch script, not a task of a job step; start tfboot with srun");
+  }
+  return SlurmLayout{found[0], found[1], found[2]};
 }
 
 std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
@@ -47,12 +69,11 @@ Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in) {
   if (!rank_setting) return std::optional<PlatformJob>{};
   auto rank = parse_index(rank_setting->value);
   if (!rank) return usage_error(quoted(*rank_setting) + " is not a non-negative integer");
-  auto nodelist = step_or_job(in.env, "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
-  if (!nodelist) return std::unexpected(nodelist.error());
-  auto task_count_setting = step_or_job(in.env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS");
-  if (!task_count_setting) return std::unexpected(task_count_setting.error());
-  auto tasks_setting = step_or_job(in.env, "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE");
-  if (!tasks_setting) return std::unexpected(tasks_setting.error());
+  auto layout = slurm_layout(in.env, *rank);
+  if (!layout) return std::unexpected(layout.error());
+  const Setting* nodelist = &layout->nodelist;
+  const Setting* task_count_setting = &layout->task_count;
+  const Setting* tasks_setting = &layout->tasks_per_node;
 
   auto hosts = expand_hostlist(*nodelist);
   if (!hosts) return std::unexpected(hosts.error());

@@ -74,23 +74,28 @@ struct OwnTask {
   std::string source;
 };
 
-// --task-type, else the list that holds the own hostname, else the type in the hostname.
+// The list that holds the own hostname, and --task-type, which must agree with it; else
+// --task-type alone, else the type in the hostname.
 Result<OwnTask> own_task(const PlatformInputs& in, const std::array<std::optional<HostList>, 4>& lists) {
   const std::string hostname_text = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
+  std::optional<TaskType> flagged;
   if (in.options.task_type) {
-    auto type = parse_task_type(in.options.task_type->value);
-    if (!type) return usage_error(in.options.task_type->source + " '" + in.options.task_type->value + "' is not a task type (use chief, worker, ps or evaluator)");
-    return OwnTask{*type, std::nullopt, in.options.task_type->source};
+    flagged = parse_task_type(in.options.task_type->value);
+    if (!flagged) return usage_error(in.options.task_type->source + " '" + in.options.task_type->value + "' is not a task type (use chief, worker, ps or evaluator)");
   }
   const std::string own = first_label(in.hostname.name);
   for (TaskType type : all_task_types) {
     const auto& list = lists[static_cast<std::size_t>(type)];
     if (!list) continue;
     auto found = std::ranges::find_if(list->hosts, [&](const std::string& host) { return first_label(host) == own; });
-    if (found != list->hosts.end()) {
-      return OwnTask{type, static_cast<int>(found - list->hosts.begin()), hostname_text + " in " + list->source};
+    if (found == list->hosts.end()) continue;
+    if (flagged && *flagged != type) {
+      return usage_error("Volcano: " + in.options.task_type->source + " '" + in.options.task_type->value + "' contradicts " +
+                         list->source + ", which lists " + hostname_text);
     }
+    return OwnTask{type, static_cast<int>(found - list->hosts.begin()), hostname_text + " in " + list->source};
   }
+  if (flagged) return OwnTask{*flagged, std::nullopt, in.options.task_type->source};
   if (auto parts = split_hostname(in.hostname.name); parts && parts->type && lists[static_cast<std::size_t>(*parts->type)]) {
     return OwnTask{*parts->type, std::nullopt, hostname_text};
   }

@@ -262,6 +262,8 @@ TEST_CASE("platforms::job_from_volcano") {
          "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'other-ps-0' (from --hostname))" + peers},
         {"--task-type", {{"--task-type", "ps"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "3f2a9c0d1e4b"},
          "ps:0 from Volcano (VC_TASK_INDEX, type from --task-type)" + peers},
+        {"--task-type that agrees with the list keeps the position", {{"--task-type", "worker"}, mnist, {}, "mnist-worker-1"},
+         "worker:1 from Volcano (hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS, position 1)" + peers},
         {"ports per type", {{"--port", "2222,ps=2223"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "mnist-ps-0"},
          "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-ps-0' (from gethostname()) in VC_PS_HOSTS) | worker "
          "mnist-worker-0.mnist:2222 mnist-worker-1.mnist:2222; ps mnist-ps-0.mnist:2223"},
@@ -308,6 +310,9 @@ TEST_CASE("platforms::job_from_volcano") {
          "error 2: Volcano: VC_TASK_INDEX is not set (enable the env plugin)"},
         {"--task-type of a type the job does not have", {{"--task-type", "chief"}, with(mnist, {{"VC_TASK_INDEX", "0"}})},
          "error 2: Volcano: this task is a chief (from --task-type), but the job lists no chief hosts"},
+        {"--task-type that contradicts the list holding the own hostname", {{"--task-type", "chief"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {},
+                                                                             "mnist-worker-0"},
+         "error 2: Volcano: --task-type 'chief' contradicts VC_WORKER_HOSTS, which lists hostname 'mnist-worker-0' (from gethostname())"},
         {"a bad --task-type", {{"--task-type", "boss"}, with(mnist, {{"VC_TASK_INDEX", "0"}})},
          "error 2: --task-type 'boss' is not a task type (use chief, worker, ps or evaluator)"},
         {"both chief and master", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_CHIEF_HOSTS", "a.j"}, {"VC_MASTER_HOSTS", "b.j"}}},

@@ -34,6 +34,10 @@ class PodInfo {
     return std::optional<Setting>{};
   }
 
+  // The annotations file is mounted (the annotation that completes the counts lives there).
+  bool annotations_mounted() const { return files_.pod_annotations.has_value(); }
+  std::string annotations_path() const { return files_.pod_info_dir + "/annotations"; }
+
   Result<Setting> require(std::string_view key, const Setting& jobset) const {
     auto found = find(key);
     if (!found) return std::unexpected(found.error());
@@ -75,8 +79,9 @@ Result<ClusterSpec> task_counts(const PodInfo& pod, TaskType type, const Setting
     }
     std::string why = all_jobs ? quoted(**global) + " counts other replicated jobs, whose replicas are in no label of this pod"
                                : std::string(global_replicas_key) + " is not set (a JobSet controller before it)";
+    std::string mount = pod.annotations_mounted() ? "" : ", and mount the pod's annotations (" + pod.annotations_path() + " is missing)";
     return usage_error("JobSet: " + why + "; set the annotation " + std::string(cluster_annotation) +
-                       " (e.g. \"chief=1,worker=4\") on every pod template");
+                       " (e.g. \"chief=1,worker=4\") on every pod template" + mount);
   }
   auto spec = parse_cluster_spec(**annotated);
   if (!spec) return std::unexpected(spec.error());

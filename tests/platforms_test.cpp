@@ -368,6 +368,14 @@ TEST_CASE("platforms::job_from_jobset") {
         {"other replicated jobs without the annotation", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", "3"))},
          "error 2: JobSet: /etc/podinfo/labels: jobset.sigs.k8s.io/global-replicas '3' counts other replicated jobs, whose "
          "replicas are in no label of this pod; set the annotation tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template"},
+        {"other replicated jobs, and the annotations not mounted", {{}, {}, [&] {
+           PlatformFiles files = jobset_pod(jobset_labels("worker", "2", "1", "3"));
+           files.pod_annotations.reset();
+           return files;
+         }()},
+         "error 2: JobSet: /etc/podinfo/labels: jobset.sigs.k8s.io/global-replicas '3' counts other replicated jobs, whose "
+         "replicas are in no label of this pod; set the annotation tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template, "
+         "and mount the pod's annotations (/etc/podinfo/annotations is missing)"},
         {"an old controller without global-replicas", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", ""))},
          "error 2: JobSet: jobset.sigs.k8s.io/global-replicas is not set (a JobSet controller before it); set the annotation "
          "tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template"},

@@ -24,8 +24,6 @@ std::optional<int> parse_port(std::string_view text) {
   return value;
 }
 
-std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
-
 }  // namespace
 
 std::string_view to_string(TaskType type) {

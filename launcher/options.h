@@ -21,6 +21,8 @@ struct Setting {
   std::string value;
   std::string source;
 };
+// "--cluster 'worker=x'": where a value came from and the value, for error messages.
+inline std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
 
 enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };

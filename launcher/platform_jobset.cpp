@@ -50,8 +50,6 @@ class PodInfo {
   const PlatformFiles& files_;
 };
 
-std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
-
 Result<int> count_from(const Setting& setting) {
   auto count = parse_index(setting.value);
   if (!count || *count == 0) return usage_error(quoted(setting) + " is not a positive integer");

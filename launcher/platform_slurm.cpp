@@ -40,8 +40,6 @@ Result<SlurmLayout> slurm_layout(const Environment& env, int rank) {
   return SlurmLayout{found[0], found[1], found[2]};
 }
 
-std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
-
 // srun's default block distribution fills each node before the next: this task's node and its
 // place on it, checked against what Slurm says where it says it.
 Result<void> check_block_distribution(const Environment& env, int rank, const std::vector<std::string>& hosts,

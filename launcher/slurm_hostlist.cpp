@@ -9,8 +9,6 @@
 namespace tfboot {
 namespace {
 
-std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
-
 std::unexpected<Error> too_many(const Setting& setting, std::string_view what) {
   return usage_error(quoted(setting) + " gives more than " + std::to_string(max_slurm_hosts) + " " + std::string(what));
 }

@@ -173,6 +173,7 @@ class JobBench:
             with open(os.path.join(run_dir, f"{pod.name}.log"), errors="replace") as f:
                 cached += "comes from a DNS cache" in f.read()
         result["pods_logging_a_cache"] = cached
+        result.update(barrier_phases(run_dir, pods))
         return result
 
     def run_dir(self, tag: str) -> str:
@@ -195,12 +196,18 @@ class JobBench:
         self.fresh_server(pods)
         run_dir = self.run_dir(f"job-{p}-{mode}")
         before = self.server_state()
+        sent_before = coordinator_tx_bytes(pods[0].netns)
         procs, started = self.start_all(pods, p, mode, run_dir)
         result = self.finish(procs, run_dir, pods)
         after = self.server_state()
-        result.update(self.server_delta(before, after), server=self.server, p=p, mode=mode)
+        result.update(self.server_delta(before, after), server=self.server, p=p, mode=mode,
+                      coordinator_sent_bytes=coordinator_tx_bytes(pods[0].netns) - sent_before)
         result["last_start_to_all_running_s"] = (result["last_command_at"] - started
                                                  if result["last_command_at"] else None)
+        # The start barrier's phases, from the pods' start: all present, names checked, last told.
+        for key in ("all_present_at", "names_verified_at", "last_told_start_at"):
+            if result.get(key):
+                result[key.replace("_at", "_s")] = result[key] - started
         return result
 
     def late(self, p: int, mode: str, late_index: int, publish: str) -> dict:
@@ -260,6 +267,50 @@ class JobBench:
             log(f"  cost {self.server:8s} {kind:8s} {completed} queries, "
                 f"{result[kind]['us_per_query']:.1f} us CPU each, {result[kind]['qps']:.0f} qps")
         return result
+
+
+# tfboot's log lines that mark the start barrier's phases (README, Job supervision).
+ALL_PRESENT = "tasks present; resolving their names once"
+NAMES_VERIFIED = "every task's name resolves to that task"
+TOLD_START = "the coordinator says start"
+
+
+def log_time(line: str) -> float | None:
+    """The UTC timestamp a tfboot text log line starts with, as seconds since the epoch."""
+    try:
+        stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%dT%H:%M:%S.%f")
+    except ValueError:
+        return None
+    return stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def barrier_phases(run_dir: str, pods: list[Pod]) -> dict:
+    """When the coordinator (worker-0) saw every task, had checked every name, and when the last
+    task was told to start: from the pods' logs; {} without the control channel."""
+    marks: dict[str, float] = {}
+    told = []
+    for pod in pods:
+        with open(os.path.join(run_dir, f"{pod.name}.log"), errors="replace") as f:
+            for line in f:
+                for key, text in (("all_present_at", ALL_PRESENT), ("names_verified_at", NAMES_VERIFIED)):
+                    if text in line and pod is pods[0]:
+                        marks[key] = log_time(line)
+                if TOLD_START in line and log_time(line):
+                    told.append(log_time(line))
+    if len(told) == len(pods) - 1 and told:
+        marks["last_told_start_at"] = max(told)
+    return marks
+
+
+def coordinator_tx_bytes(netns: str) -> int:
+    """Bytes sent so far from eth0 of a pod's namespace (the coordinator's: its share of the job)."""
+    cp = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/dev"], capture_output=True, text=True,
+                        timeout=10, check=True)
+    for line in cp.stdout.splitlines():
+        name, _, counters = line.partition(":")
+        if name.strip() == "eth0":
+            return int(counters.split()[8])   # receive: 8 fields, then transmit bytes
+    raise RuntimeError(f"no eth0 in {netns}")
 
 
 def _dnsperf_field(text: str, label: str) -> str:

@@ -5,10 +5,11 @@
   server's CPU per query; the extrapolation.
 * ``extrapolate(report)``: per mode, the exponent k of queries ~ P^k fitted (least squares on
   log-log) to CoreDNS's measured counts, and for 1,000 and 10,000 pods the queries, the server's
-  CPU seconds (queries x CoreDNS's measured CPU per query for names that exist) and a time to
-  start: the server-bound part (CPU seconds / this machine's cores) plus the rest of the measured
-  time fitted as a + b*P (the barrier, the coordinator's lookups and the start message are O(P)
-  work each; every pod's own lookups too).
+  CPU seconds (queries x CoreDNS's measured CPU per query for names that exist), the bytes the
+  coordinator sends (fitted the same way) and a time to start: with the control channel the sum
+  of the start barrier's phases (every task present, names checked, start sent to all, commands
+  run), each fitted as a * P^k on its own; without it the server-bound part (CPU seconds / this
+  machine's cores) plus the rest of the measured time fitted as a + b*P.
 * ``plot(report, path)``: queries against P, log-log, both servers and both modes, the fitted
   lines drawn on to 10,000 pods.
 """
@@ -22,6 +23,14 @@ import statistics
 MODES = ("control", "no-control")
 MODE_LABELS = {"control": "control channel (default)", "no-control": "--control-port 0"}
 PAPER_SIZES = (1000, 10000)
+# The start barrier's phases (control channel), each from the end of the one before:
+# name -> (its end, its beginning); the first begins when the pods start.
+PHASES = {"barrier_s": ("all_present_s", None),                     # every task present
+          "names_s": ("names_verified_s", "all_present_s"),         # the coordinator checks every name
+          "fanout_s": ("last_told_start_s", "names_verified_s"),    # the last task told to start
+          "commands_s": ("last_start_to_all_running_s", "last_told_start_s")}   # every command runs
+PHASE_LABELS = {"barrier_s": "all present", "names_s": "names checked", "fanout_s": "start sent to all",
+                "commands_s": "commands run"}
 
 
 def _median(values):
@@ -36,9 +45,13 @@ def job_medians(report: dict) -> dict:
         grouped.setdefault((run["server"], run["p"], run["mode"]), []).append(run)
     medians = {}
     for key, runs in grouped.items():
+        for run in runs:
+            for phase, (end, begin) in PHASES.items():
+                if run.get(end) is not None and (begin is None or run.get(begin) is not None):
+                    run[phase] = run[end] - (run[begin] if begin else 0.0)
         medians[key] = {field: _median([r.get(field) for r in runs])
                         for field in ("queries", "server_cpu_s", "last_start_to_all_running_s", "requests",
-                                      "cache_hits")}
+                                      "cache_hits", "coordinator_sent_bytes", *PHASES)}
         medians[key]["failures"] = sum(len(r["exit_codes_nonzero"]) for r in runs)
         medians[key]["runs"] = len(runs)
     return medians
@@ -73,6 +86,17 @@ def cost_per_query(report: dict, server: str, kind: str = "existing") -> float |
     return None
 
 
+def _power(points: list[tuple[int, float]], p: int) -> float:
+    """points fitted as a * P^k (k >= 0) at p; the largest P's value where no fit is possible."""
+    fit = fit_exponent(points)
+    if fit is None:
+        return max((y for _, y in points), default=0.0)
+    k, a = fit
+    if k < 0:   # noise at small values: take it as constant
+        return statistics.fmean(y for _, y in points)
+    return a * p ** k
+
+
 def extrapolate(report: dict, server: str = "coredns") -> dict:
     medians = job_medians(report)
     cores = int(report["environment"]["machine"].split()[0])
@@ -84,16 +108,23 @@ def extrapolate(report: dict, server: str = "coredns") -> dict:
         if fit is None or per_query is None:
             continue
         k, a = fit
-        # The measured time less its server-bound part, as intercept + slope * P.
+        phases = {phase: [(p, m[phase]) for p, m in points if m.get(phase) is not None] for phase in PHASES}
+        phased = mode == "control" and all(len(v) == len(points) for v in phases.values())
+        # Without the phases: the measured time less its server-bound part, as intercept + slope * P.
         rest = fit_line([(p, (m["last_start_to_all_running_s"] or 0.0) - m["queries"] * per_query / cores)
                          for p, m in points])
+        sent = [(p, m["coordinator_sent_bytes"]) for p, m in points if m.get("coordinator_sent_bytes")]
         rows = []
         for p in PAPER_SIZES:
             queries = a * p ** k
             cpu = queries * per_query
-            rows.append({"p": p, "queries": queries, "server_cpu_s": cpu,
-                         "start_s": cpu / cores + rest[0] + rest[1] * p})
-        paper[mode] = {"k": k, "a": a, "p_max": points[-1][0], "rest": rest, "rows": rows}
+            start = (sum(_power(values, p) for values in phases.values()) if phased
+                     else cpu / cores + rest[0] + rest[1] * p)
+            rows.append({"p": p, "queries": queries, "server_cpu_s": cpu, "start_s": start,
+                         "coordinator_sent_bytes": _power(sent, p) if sent else None})
+        paper[mode] = {"k": k, "a": a, "p_max": points[-1][0], "rest": rest, "rows": rows, "phased": phased,
+                       "phase_k": {phase: (fit_exponent(v) or (None,))[0] for phase, v in phases.items()},
+                       "sent_k": (fit_exponent(sent) or (None,))[0]}
     return {"server": server, "cores": cores, "per_query_s": per_query, "modes": paper}
 
 
@@ -101,6 +132,15 @@ def _fmt_s(value) -> str:
     if value is None:
         return "n/a"
     return f"{value * 1e3:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _fmt_bytes(value) -> str:
+    if value is None:
+        return "n/a"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
 
 
 def _fmt_count(value: float) -> str:
@@ -136,6 +176,17 @@ def render(report: dict) -> str:
                          f"| {n['queries'] / p:.1f} | {_fmt_s(c['server_cpu_s'])} | {_fmt_s(n['server_cpu_s'])} "
                          f"| {_fmt_s(c['last_start_to_all_running_s'])} | {_fmt_s(n['last_start_to_all_running_s'])} "
                          f"| {c['failures'] + n['failures']} |")
+    phase_rows = [(p, server, medians[(server, p, "control")]) for p in report["sizes"] for server in ("dnsmasq", "coredns")
+                  if (server, p, "control") in medians and medians[(server, p, "control")].get("fanout_s") is not None]
+    if phase_rows:
+        lines.append("")
+        lines.append("The start barrier's phases with the control channel (from the coordinator's and the tasks' logs; "
+                     "each from the end of the one before, medians), and the bytes the coordinator's pod sent:\n")
+        lines.append("| P | server | " + " | ".join(PHASE_LABELS.values()) + " | coordinator sent |")
+        lines.append("|---:|---|" + "---:|" * (len(PHASES) + 1))
+        for p, server, m in phase_rows:
+            lines.append(f"| {p} | {server} | " + " | ".join(_fmt_s(m[phase]) for phase in PHASES)
+                         + f" | {_fmt_bytes(m['coordinator_sent_bytes'])} |")
     if report["late"]:
         lines.append("")
         lines.append(f"Late pod (P = {report['late'][0]['p']}; started {report['late_after_s']:.0f} s after the "
@@ -170,16 +221,27 @@ def render(report: dict) -> str:
     if paper["modes"]:
         lines.append("")
         lines.append(f"On paper, from CoreDNS's figures: queries ≈ a·P^k fitted to the measured counts; server CPU = "
-                     f"queries × {paper['per_query_s'] * 1e6:.1f} µs (measured, names that exist); time to start ≈ "
-                     f"server CPU / {paper['cores']} cores + the rest of the measured time (less its server-bound part) "
-                     "fitted as a + b·P. One server process on this machine's cores; no retries counted "
-                     "(an overloaded server adds timeouts and retries on top).\n")
-        lines.append("| design | k (queries ∝ P^k) | pods | queries | server CPU | time to start |")
-        lines.append("|---|---:|---:|---:|---:|---:|")
+                     f"queries × {paper['per_query_s'] * 1e6:.1f} µs (measured, names that exist); coordinator's bytes "
+                     "fitted the same way. Time to start: with the control channel the sum of the barrier's phases, "
+                     "each fitted as a·P^k (exponents below); without it server CPU / "
+                     f"{paper['cores']} cores + the rest of the measured time fitted as a + b·P. Here all pods share "
+                     f"{paper['cores']} cores, so the phases that run on every pod (all present, commands run) are "
+                     "pessimistic; the coordinator's (names checked, start sent to all) are its own work. No retries "
+                     "counted (an overloaded server adds timeouts and retries on top).\n")
+        lines.append("| design | k (queries ∝ P^k) | pods | queries | server CPU | coordinator sends | time to start |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|")
         for mode, fit in paper["modes"].items():
             for row in fit["rows"]:
                 lines.append(f"| {MODE_LABELS[mode]} | {fit['k']:.2f} | {row['p']:,} | {_fmt_count(row['queries'])} "
-                             f"| {_fmt_s(row['server_cpu_s'])} | {_fmt_s(row['start_s'])} |")
+                             f"| {_fmt_s(row['server_cpu_s'])} | {_fmt_bytes(row['coordinator_sent_bytes'])} "
+                             f"| {_fmt_s(row['start_s'])} |")
+        control = paper["modes"].get("control")
+        if control and control["phased"]:
+            lines.append("")
+            lines.append("Exponents fitted (time ∝ P^k) to the control channel's phases: "
+                         + ", ".join(f"{PHASE_LABELS[phase]} {k:.2f}" for phase, k in control["phase_k"].items()
+                                     if k is not None)
+                         + (f"; coordinator's bytes sent {control['sent_k']:.2f}." if control["sent_k"] else "."))
     lines.append("")
     return "\n".join(lines)
 

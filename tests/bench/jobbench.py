@@ -93,6 +93,7 @@ class JobBench:
         self.server = server
         self.workdir = workdir
         self.pods = [net.add_pod(f"worker-{i}") for i in range(max(args.sizes + [args.late_p]))]
+        pin_neighbours(net, self.pods)
         self.published: set[str] = set()
         self.runs = 0
 
@@ -302,6 +303,32 @@ def barrier_phases(run_dir: str, pods: list[Pod]) -> dict:
     return marks
 
 
+def pin_neighbours(net: ClusterNetwork, pods: list[Pod]) -> None:
+    """Permanent ARP entries between every pod and the two it talks to (the DNS server and the
+    coordinator worker-0), in both directions. The kernel's neighbour table is one for all
+    network namespaces of the machine (gc_thresh3, default 1024 entries); a job of 256 pods fills
+    it with learned entries, and packets to a neighbour that finds no room are dropped
+    ("neighbor table overflow"): connections to the coordinator stall for 10 s and more, which
+    a real cluster, a kernel per node, never sees. Permanent entries are not counted."""
+    def mac(netns: str) -> str:
+        cp = subprocess.run(["ip", "-n", netns, "-o", "link", "show", "eth0"], capture_output=True, text=True,
+                            timeout=10, check=True)
+        return cp.stdout.split("link/ether ", 1)[1].split()[0]
+
+    def add(netns: str, entries: list[tuple[str, str]]) -> None:
+        batch = "".join(f"neigh replace {ip} lladdr {address} dev eth0 nud permanent\n" for ip, address in entries)
+        subprocess.run(["ip", "-n", netns, "-batch", "-"], input=batch, text=True, capture_output=True,
+                       timeout=60, check=True)
+
+    dns = (net.dns_ip, mac(net.dns_ns))
+    coordinator = (pods[0].ip, mac(pods[0].netns))
+    everyone = [(pod.ip, mac(pod.netns)) for pod in pods]
+    add(net.dns_ns, everyone)
+    add(pods[0].netns, everyone[1:] + [dns])
+    for pod in pods[1:]:
+        add(pod.netns, [dns, coordinator])
+
+
 def coordinator_tx_bytes(netns: str) -> int:
     """Bytes sent so far from eth0 of a pod's namespace (the coordinator's: its share of the job)."""
     cp = subprocess.run(["ip", "netns", "exec", netns, "cat", "/proc/net/dev"], capture_output=True, text=True,
@@ -326,7 +353,7 @@ def bench_server(args, server: str, workdir: str, report: dict) -> None:
         bench = JobBench(args, net, server, workdir)
         for p in args.sizes:
             for rep in range(args.reps):
-                for mode in MODES:
+                for mode in args.modes:
                     r = bench.job(p, mode)
                     r["rep"] = rep
                     report["jobs"].append(r)
@@ -336,7 +363,7 @@ def bench_server(args, server: str, workdir: str, report: dict) -> None:
         if args.late_p:
             for late_index in (args.late_p - 1, 0):
                 for publish in args.late_publish:
-                    for mode in MODES:
+                    for mode in args.modes:
                         r = bench.late(args.late_p, mode, late_index, publish)
                         report["late"].append(r)
                         log(f"  {server:8s} late worker-{late_index} ({publish}) {mode:10s} late start -> all "
@@ -358,6 +385,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="16,32,64", help="pods per job, comma-separated")
     ap.add_argument("--reps", type=int, default=1, help="repetitions of each job")
     ap.add_argument("--servers", default=",".join(SERVERS))
+    ap.add_argument("--modes", default=",".join(MODES), help="control (the default channel), no-control")
     ap.add_argument("--late-p", type=int, default=16, help="pods in the late-pod jobs (0: skip them)")
     ap.add_argument("--late-publish", default="at-start,before",
                     help="when the late pod's record is published: at-start, before (served before it starts)")
@@ -382,8 +410,9 @@ def main(argv=None) -> int:
     args.tfboot_env = dict(item.split("=", 1) for item in args.tfboot_env if "=" in item)
     args.late_publish = [x for x in args.late_publish.split(",") if x]
     servers = [x for x in args.servers.split(",") if x]
+    args.modes = [x for x in args.modes.split(",") if x]
     if (not args.sizes or not all(2 <= p <= 1000 for p in args.sizes) or not 1 <= args.reps <= 20
-            or set(servers) - set(SERVERS) or set(args.late_publish) - {"at-start", "before"}
+            or set(servers) - set(SERVERS) or not args.modes or set(args.modes) - set(MODES) or set(args.late_publish) - {"at-start", "before"}
             or not (args.late_p == 0 or 2 <= args.late_p <= 1000)):
         log("jobbench: sizes 2..1000, --reps 1..20, --servers dnsmasq,coredns, --late-publish at-start,before")
         return 2

@@ -51,6 +51,9 @@ struct JobSettings {
   // with the addresses their names resolve to, or the error that aborts the start (exit 3). Not
   // set: the start carries what the tasks reported, unverified. It must return by `deadline`.
   std::function<Result<std::vector<MemberInfo>>(const std::vector<MemberInfo>& members, Instant deadline)> verify_members;
+  // The check starts no sooner than this after the last task said hello: a pod's DNS record may
+  // lag its start a little, and a name asked before it is published gets its NXDOMAIN cached.
+  std::chrono::milliseconds record_settle{1000};
   std::chrono::milliseconds heartbeat_every{2000};
   std::chrono::milliseconds peer_silent_after{10000};
   std::chrono::milliseconds hello_timeout{10000};   // a connection must say hello within this

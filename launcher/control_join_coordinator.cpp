@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <future>
+#include <system_error>
 #include <map>
 #include <variant>
 
@@ -43,7 +44,7 @@ class CoordinatorBarrier {
         if (auto verdict = take_verification()) return start(std::move(*verdict));
       }
       if (now >= deadline_ && !verification_) return give_up();
-      if (barrier_.complete() && !verification_) {
+      if (barrier_.complete() && !verification_ && (!settings_.verify_members || now >= last_hello_ + settings_.record_settle)) {
         auto decision = barrier_.decide(settings_.supervise);
         if (std::holds_alternative<Abort>(decision) || !settings_.verify_members) return start(std::move(decision));
         begin_verification(std::get<Start>(decision));
@@ -58,6 +59,7 @@ class CoordinatorBarrier {
     std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
     Instant until = std::min({deadline_, next_heartbeat_, next_progress_});
     if (verification_) until = std::min(until, SteadyClock::now() + verification_poll);
+    if (settings_.verify_members && barrier_.complete()) until = std::min(until, last_hello_ + settings_.record_settle);
     for (const auto& [id, candidate] : connections_) {
       fds.push_back({candidate.channel.fd(), candidate.channel.events(), 0});
       until = std::min(until, candidate.task ? candidate.channel.last_heard() + settings_.peer_silent_after
@@ -136,6 +138,7 @@ class CoordinatorBarrier {
       if (auto old = connections_.find(*verdict.replaced); old != connections_.end()) old->second.channel.fail("replaced by a new connection");
     }
     candidate.task = hello.task;
+    last_hello_ = now;
     std::string proof = settings_.secret ? coordinator_proof(*settings_.secret, candidate.challenge, hello) : "";
     candidate.channel.send(Accepted{proof, barrier_.progress()});
     log::info("start barrier: {} ({}) is present; {}/{}", hello.task.text(), hello.host, barrier_.progress().present, settings_.tasks.size());
@@ -175,8 +178,15 @@ class CoordinatorBarrier {
   // keeps the connections alive (heartbeats, silence, reconnects).
   void begin_verification(Start start) {
     log::info("start barrier: all {} tasks present; resolving their names once", settings_.tasks.size());
-    pending_start_ = std::move(start);
-    verification_ = std::async(std::launch::async, settings_.verify_members, pending_start_.members, deadline_);
+    pending_members_ = start.members;
+    try {
+      verification_ = std::async(std::launch::async, settings_.verify_members, pending_members_, deadline_);
+    } catch (const std::system_error& error) {  // no thread to spare: checked here, the heartbeats paused
+      log::warn("start barrier: no thread for the name check ({}); checking on this one", error.what());
+      std::promise<Result<std::vector<MemberInfo>>> done;
+      done.set_value(settings_.verify_members(pending_members_, deadline_));
+      verification_ = done.get_future();
+    }
   }
 
   // The verdict once the names are checked, or nullopt when the job changed meanwhile (a task
@@ -184,17 +194,34 @@ class CoordinatorBarrier {
   std::optional<std::variant<Start, Abort>> take_verification() {
     auto verified = verification_->get();
     verification_.reset();
-    auto now_decided = barrier_.complete() ? barrier_.decide(settings_.supervise) : std::variant<Start, Abort>(Abort{});
-    const Start* still = std::get_if<Start>(&now_decided);
-    if (!still || still->members != pending_start_.members) {
-      log::info("start barrier: the tasks changed while their names were resolved; checking again once all are present");
+    if (!barrier_.complete()) {
+      log::info("start barrier: a task left while the names were resolved; checking again once all are present");
       return std::nullopt;
     }
-    if (!verified) return Abort{verified.error().code, verified.error().message};
-    Start start = std::move(pending_start_);
-    start.members = std::move(*verified);
-    start.names_verified = true;
-    return start;
+    auto decision = barrier_.decide(settings_.supervise);
+    Start* start = std::get_if<Start>(&decision);
+    if (!start) return decision;
+    if (start->members != pending_members_) {
+      log::info("start barrier: a task came back while the names were resolved; checking again");
+      return std::nullopt;
+    }
+    // Every task learns why; the whole list is in the coordinator's own error line.
+    if (!verified) {
+      std::string text = abort_text(verified.error().message);
+      if (text.find(verified.error().message) == std::string::npos) log::warn("start barrier: {}", verified.error().message);
+      return Abort{exit_code::peers_unresolved, text};
+    }
+    start->members = std::move(*verified);
+    start->names_verified = true;
+    return decision;
+  }
+
+  // An abort's message within what a task accepts (max_text of the wire).
+  static std::string abort_text(std::string message) {
+    constexpr std::size_t room = 3800;
+    message = "the coordinator's check of the job's names: " + message;
+    if (message.size() > room) message = message.substr(0, room) + " ... (the rest in the coordinator's log)";
+    return message;
   }
 
   std::vector<Channel*> present_channels() {
@@ -228,8 +255,9 @@ class CoordinatorBarrier {
   Instant deadline_;
   Instant next_heartbeat_;
   Instant next_progress_;
+  Instant last_hello_{};  // when the last task was accepted
   std::optional<std::future<Result<std::vector<MemberInfo>>>> verification_;
-  Start pending_start_;  // the verdict the running verification is for
+  std::vector<MemberInfo> pending_members_;  // what the running verification checks
 };
 
 Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {

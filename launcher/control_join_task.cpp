@@ -44,7 +44,12 @@ class TaskBarrier {
 
   // A task the coordinator accepted waits a little past its own deadline, so that when both
   // deadlines fall together the coordinator's verdict (naming the missing tasks) reaches it.
-  Instant effective_deadline() const { return phase_ == Phase::waiting ? deadline_ + linger : deadline_; }
+  // Once the coordinator says every task is present it is checking the job's names (README: DNS
+  // behind the barrier): its verdict, bounded by its own deadline, is awaited while it is heard.
+  Instant effective_deadline() const {
+    if (phase_ == Phase::waiting && all_present_) return Instant::max();
+    return phase_ == Phase::waiting ? deadline_ + linger : deadline_;
+  }
 
   Instant next_timer() const {
     Instant next = std::min(effective_deadline(), next_progress_);
@@ -94,6 +99,7 @@ class TaskBarrier {
   // tasks do not come back at the same instant).
   void drop(const std::string& why, Instant now) {
     channel_.reset();
+    all_present_ = false;
     challenge_ = Challenge{};
     retry_later(why, now);
   }
@@ -157,6 +163,7 @@ class TaskBarrier {
   Hello hello_;
   Instant started_;
   Instant deadline_;
+  bool all_present_ = false;  // the coordinator's last word: every task is present
   Instant next_attempt_;
   Instant next_progress_;
   Instant next_heartbeat_{};
@@ -181,6 +188,7 @@ std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Me
   } else if (const Accepted* accepted = std::get_if<Accepted>(&message); accepted && phase_ == Phase::greeting && !challenge_.nonce.empty()) {
     on_accepted(*accepted, now);
   } else if (const Waiting* waiting = std::get_if<Waiting>(&message); waiting && proven) {
+    all_present_ = waiting->progress.total > 0 && waiting->progress.present == waiting->progress.total;
     last_seen_ = "connected to " + channel_->peer() + "; " + std::to_string(waiting->progress.present) + "/" +
                  std::to_string(waiting->progress.total) + " tasks present";
   } else if (const Abort* abort = std::get_if<Abort>(&message); abort && proven) {

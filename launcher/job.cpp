@@ -61,11 +61,16 @@ Result<std::vector<MemberInfo>> verify_member_names(const Options& options, cons
   if (!dns) return std::unexpected(dns.error());
   auto check = check_member_names(members, dns->names);
   const Instant give_up = std::min(deadline, std::chrono::steady_clock::now() + stale_record_window);
-  if (!check.mismatched.empty()) log::warn("start barrier: {}; asking again for up to {}s", check.problems, stale_record_window.count());
+  if (!check.mismatched.empty()) {
+    log::warn("start barrier: {}; asking again for up to {}s", check.problems,
+              std::chrono::ceil<std::chrono::seconds>(give_up - std::chrono::steady_clock::now()).count());
+  }
   while (!check.mismatched.empty() && std::chrono::steady_clock::now() + 1s < give_up) {
     std::this_thread::sleep_for(1s);
     for (std::size_t i : check.mismatched) {
-      auto again = resolve_once(options, facts, peers[i], 2s);
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      auto again = resolve_once(options, facts, peers[i], std::min<std::chrono::milliseconds>(left, 2s));
       dns->names[i].resolved = again.has_value();
       dns->names[i].addresses = again ? *again : std::vector<std::string>{};
     }
@@ -155,14 +160,12 @@ bool job_supervision_applies(const Options& options, const Plan& plan) {
 }
 
 std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan) {
-  const JobMember self{plan.identity.type, plan.identity.index};
   const auto coordinator = coordinator_of(plan);
-  std::vector<PeerAddress> peers;
+  if (!coordinator || *coordinator == JobMember{plan.identity.type, plan.identity.index}) return {};
   for (const auto& peer : plan.peers) {
-    JobMember member{peer.type, peer.index};
-    if (member == self || member == coordinator) peers.push_back(peer);
+    if (JobMember{peer.type, peer.index} == *coordinator) return {peer};
   }
-  return peers;
+  return {};
 }
 
 std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers) {

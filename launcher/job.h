@@ -33,8 +33,9 @@ Result<std::optional<std::string>> read_secret_if_given(const Options& options);
 bool job_supervision_applies(const Options& options, const Plan& plan);
 
 // The names a task resolves itself before the barrier when the control channel applies: the
-// coordinator's and its own, in cluster order (README: Job supervision). The coordinator
-// resolves the others once every task is present.
+// coordinator's only, none on the coordinator (README: Job supervision). The coordinator
+// resolves every name, its own too, once every task is present; a name asked earlier, before
+// its record exists, would have its NXDOMAIN cached by the cluster DNS.
 std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan);
 // Where the coordinator is in `peers`, unless it is this task itself.
 std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers);

@@ -19,6 +19,16 @@ bool points_at(const std::vector<std::string>& resolved, const std::vector<std::
   });
 }
 
+// The answers the task confirmed (in DNS order), so that --address ip never writes one it does
+// not have; all of them when none can be compared (loopback, a task without addresses).
+std::vector<std::string> confirmed(const std::vector<std::string>& resolved, const std::vector<std::string>& reported) {
+  std::vector<std::string> kept;
+  for (const auto& address : resolved) {
+    if (std::ranges::find(reported, address) != reported.end()) kept.push_back(address);
+  }
+  return kept.empty() ? resolved : kept;
+}
+
 }  // namespace
 
 bool is_loopback_address(std::string_view address) { return address == "::1" || address.starts_with("127."); }
@@ -33,7 +43,7 @@ MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const
       problem = member.name + " does not resolve" + (i < resolved.size() ? " (" + describe(resolved[i]) + ")" : "");
       check.table[i].addresses.clear();
     } else {
-      check.table[i].addresses = resolved[i].addresses;
+      check.table[i].addresses = confirmed(resolved[i].addresses, member.addresses);
       if (points_at(resolved[i].addresses, member.addresses)) continue;
       problem = member.name + " resolves to " + joined(resolved[i].addresses) + ", but the task has " + joined(member.addresses);
     }

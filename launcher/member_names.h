@@ -15,6 +15,7 @@ namespace tfboot {
 
 struct MemberNameCheck {
   std::vector<MemberInfo> table;        // the members, each with the addresses its name resolves to
+                                        // that its task has (all of them when none compares)
   std::vector<std::size_t> mismatched;  // positions in `table` whose name does not point at its task
   std::string problems;                 // one clause per mismatched member, for the log and the error
 };

@@ -309,7 +309,7 @@ class CaresResolver final : public Resolver {
 
   static void on_probe_done(void* arg, int status, int /*timeouts*/, unsigned char* answer, int length) {
     std::unique_ptr<ProbeDone> done(static_cast<ProbeDone*>(arg));
-    if (status == ARES_EDESTRUCTION || status == ARES_ECANCELLED) return;
+    if (status == ARES_EDESTRUCTION) return;  // the resolver, and whoever asked, are going away
     if (!answer || length <= 0) return (*done)(std::nullopt);
     (*done)(negative_answer_ttl(std::span<const unsigned char>(answer, static_cast<std::size_t>(length))));
   }

@@ -53,9 +53,9 @@ void announce(const Plan& plan) {
   if (plan.suffix) log::info("peers are in Service {}", plan.suffix->text());
 }
 
-// Every peer's name; in a job with the control channel only the coordinator's and the own, as
-// the coordinator resolves the rest once every task is present. One answer per peer either way,
-// in cluster order (those not asked are not resolved).
+// Every peer's name; in a job with the control channel only the coordinator's, as the
+// coordinator resolves every name once all tasks are present. One answer per peer either way, in
+// cluster order (those not asked are not resolved).
 Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const HostFacts& facts,
                                SteadyClock::time_point started) {
   if (options.wait.count() == 0) {
@@ -64,6 +64,10 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
   }
   if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
   auto peers = peers_to_resolve_before_the_barrier(plan);
+  if (peers.empty()) {
+    log::info("DNS: as the coordinator, resolving every name once all tasks are present");
+    return DnsResult{.names = answers_from_table(plan, {}, {})};
+  }
   auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
   if (dns) dns->names = answers_from_table(plan, dns->names, {});
   return dns;

@@ -205,7 +205,10 @@ std::vector<std::future<JoinResult>> join_all_verified(const Job& job, decltype(
   std::vector<std::future<JoinResult>> joins;
   for (const auto& task : job.tasks) {
     JobSettings settings = job.settings(task);
-    if (task == job.tasks.front()) settings.verify_members = verify;
+    if (task == job.tasks.front()) {
+      settings.verify_members = verify;
+      settings.record_settle = 50ms;
+    }
     joins.push_back(join_async(settings));
   }
   return joins;
@@ -236,7 +239,20 @@ TEST_CASE("control::join_job: the coordinator's check of the names, on a thread 
     for (auto& join : join_all_verified(job, verify)) {
       auto link = join.get();
       CHECK(code_of(link) == exit_code::peers_unresolved);
-      CHECK(error_of(link) == "worker:1: w-1.job.svc resolves to 10.0.0.9, but the task has 127.0.0.1");
+      CHECK(error_of(link) ==
+            "the coordinator's check of the job's names: worker:1: w-1.job.svc resolves to 10.0.0.9, but the task has 127.0.0.1");
+    }
+  }
+  SUBCASE("any failure of the check is the DNS code for every task, its text cut to what the wire carries") {
+    auto verify = [](const std::vector<MemberInfo>&, Instant) -> Result<std::vector<MemberInfo>> {
+      return make_error(exit_code::resources, "cannot set up the DNS resolver: " + std::string(10000, 'x'));
+    };
+    for (auto& join : join_all_verified(job, verify)) {
+      auto link = join.get();
+      CHECK(code_of(link) == exit_code::peers_unresolved);
+      CHECK(error_of(link).starts_with("the coordinator's check of the job's names: cannot set up the DNS resolver: xxx"));
+      CHECK(error_of(link).ends_with("xxx ... (the rest in the coordinator's log)"));
+      CHECK(error_of(link).size() < 4096);
     }
   }
   SUBCASE("without a check the table is what the tasks reported, unverified") {

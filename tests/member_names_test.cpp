@@ -29,6 +29,14 @@ TEST_CASE("member names: the table carries the resolved addresses, in DNS order"
   CHECK(check.table[1].host == "worker-1");
 }
 
+TEST_CASE("member names: the table keeps only the answers the task has, unless none compares") {
+  auto check = check_member_names({member(0, {"10.0.0.1"}), member(1, {"10.0.0.2"})},
+                                  {answer("worker-0.train", {"10.0.0.9", "10.0.0.1"}), answer("worker-1.train", {"127.0.1.1"})});
+  CHECK(check.mismatched.empty());
+  CHECK(check.table[0].addresses == std::vector<std::string>{"10.0.0.1"});   // never the stale 10.0.0.9
+  CHECK(check.table[1].addresses == std::vector<std::string>{"127.0.1.1"});  // loopback: nothing to compare
+}
+
 TEST_CASE("member names: a name pointing at another address is named with both") {
   auto check = check_member_names({member(0, {"10.0.0.1"}), member(1, {"10.0.0.2"})},
                                   {answer("worker-0.train", {"10.0.0.1"}), answer("worker-1.train", {"10.0.0.9"})});

@@ -170,7 +170,7 @@ def test_recovers_when_server_stops_failing(net, tfboot):
 def test_sigterm_during_the_wait_ends_at_once(net, tfboot, tmp_path):
     pods = workers(net, 2, publish=False)
     marker = tmp_path / "ran"
-    proc = start(net, tfboot, pods[0], ["--", "touch", str(marker)], {"TFBOOT_CLUSTER": "worker=2"}, log_root=tmp_path)
+    proc = start(net, tfboot, pods[0], ["--", "touch", str(marker)], ALONE | {"TFBOOT_CLUSTER": "worker=2"}, log_root=tmp_path)
     # Wait for a sign that the wait began (as PID 1, a signal before the handler exists is lost).
     seen = ""
     deadline = time.monotonic() + 10

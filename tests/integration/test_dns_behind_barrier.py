@@ -1,6 +1,6 @@
 """DNS behind the start barrier: with the control channel a task resolves only the coordinator's
-name and its own; the coordinator resolves every name once, when all tasks are present, and
-checks each against the addresses its task reported. Job-wide queries grow with N, not N².
+name; the coordinator resolves every name once, when all tasks are present, and checks each
+against the addresses its task reported. Job-wide queries grow with N, not N².
 
 Pods are network namespaces with tfboot as PID 1 behind a real dnsmasq that logs every query.
 """
@@ -62,29 +62,30 @@ def run_job(net, tfboot, tmp_path, count, extra_env=None):
     return pods, results
 
 
-def test_each_task_asks_only_the_coordinator_and_itself_and_the_coordinator_asks_each_once(net, tfboot, tmp_path):
+def test_each_task_asks_only_the_coordinators_name_and_the_coordinator_asks_each_once(net, tfboot, tmp_path):
     pods, _ = run_job(net, tfboot, tmp_path, 4)
     counts = a_queries_by_name_and_client(net)
     coordinator = pods[0]
     for i, pod in enumerate(pods[1:], start=1):
-        # Its own name (its DNS wait) and the coordinator's (its DNS wait, then before connecting).
-        assert counts[(pod.name, pod.ip)] == 1, counts
+        # The coordinator's name (its DNS wait, then before connecting), never its own.
+        assert counts[(pod.name, pod.ip)] == 0, counts
         assert 1 <= counts[("mnist-worker-0", pod.ip)] <= 3, counts
         # No task asks another task's name ...
         others = [p for j, p in enumerate(pods[1:], start=1) if j != i]
         assert all(counts[(pod.name, other.ip)] == 0 for other in others), counts
         # ... and the coordinator asks it exactly once, after the barrier.
         assert counts[(pod.name, coordinator.ip)] == 1, counts
-    # The coordinator: its own name before the barrier, and once more with all the others.
-    assert counts[("mnist-worker-0", coordinator.ip)] == 2, counts
+    # The coordinator: its own name once, with all the others, after the barrier.
+    assert counts[("mnist-worker-0", coordinator.ip)] == 1, counts
     total = sum(counts.values())
-    assert total <= 2 * 4 + 2 * 3 + 3, counts   # O(N): about 2-3 per task plus N at the coordinator
+    assert total <= 3 * 3 + 4, counts   # O(N): 1-3 per task plus N at the coordinator
 
     startup = json.loads((tmp_path / "worker_2" / "startup.json").read_text())
     assert startup["job"]["names_resolved_by_coordinator"] is True
     by_task = {peer["task"]: peer for peer in startup["peers"]}
     assert by_task["worker:3"]["addresses"] == [pods[3].ip] and by_task["worker:3"]["tries"] == 0
-    assert by_task["worker:2"]["addresses"] == [pods[2].ip] and by_task["worker:2"]["tries"] >= 1
+    assert by_task["worker:2"]["addresses"] == [pods[2].ip] and by_task["worker:2"]["tries"] == 0
+    assert by_task["worker:0"]["addresses"] == [pods[0].ip] and by_task["worker:0"]["tries"] >= 1
 
 
 def test_without_the_control_channel_every_task_asks_every_name(net, tfboot, tmp_path):

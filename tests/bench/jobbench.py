@@ -394,13 +394,15 @@ def main(argv=None) -> int:
     ap.add_argument("--tfboot-env", action="append", default=[], metavar="NAME=VALUE",
                     help="one more variable for every tfboot, e.g. TFBOOT_LOG_LEVEL=debug (repeatable)")
     ap.add_argument("--keep-logs", action="store_true", help="copy every pod's log to --out/job-logs/")
-    ap.add_argument("--replot", action="store_true", help="only redraw from --out's job_results.json")
+    ap.add_argument("--replot", action="store_true", help="only redraw the report and plot from --out's job_results.json")
     args = ap.parse_args(argv)
     json_path = os.path.join(args.out, "job_results.json")
     if args.replot:
         with open(json_path) as f:
             report = json.load(f)
         plot(report, os.path.join(args.out, "job_queries.png"))
+        with open(os.path.join(args.out, "job_results.md"), "w") as f:
+            f.write(render(report))
         print(render(report))
         return 0
     if os.geteuid() != 0:

@@ -121,7 +121,7 @@ def extrapolate(report: dict, server: str = "coredns") -> dict:
             start = (sum(_power(values, p) for values in phases.values()) if phased
                      else cpu / cores + rest[0] + rest[1] * p)
             rows.append({"p": p, "queries": queries, "server_cpu_s": cpu, "start_s": start,
-                         "coordinator_sent_bytes": _power(sent, p) if sent else None})
+                         "coordinator_sent_bytes": _power(sent, p) if sent and mode == "control" else None})
         paper[mode] = {"k": k, "a": a, "p_max": points[-1][0], "rest": rest, "rows": rows, "phased": phased,
                        "phase_k": {phase: (fit_exponent(v) or (None,))[0] for phase, v in phases.items()},
                        "sent_k": (fit_exponent(sent) or (None,))[0]}

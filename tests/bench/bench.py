@@ -101,6 +101,9 @@ class Bench:
                 # --address ip: with names, TF_CONFIG for 4096 tasks is over Linux's 128 KiB limit
                 # for one environment string, which tfboot refuses before it sends any query.
                 env["TFBOOT_LOG_ROOT"] = log_root
+                # One pod of the job alone: without the control channel, which would wait at the
+                # start barrier for the N - 1 others.
+                env["TFBOOT_CONTROL_PORT"] = "0"
                 argv = [self.tfboot, "--address", "ip", "--", "/bin/true"]
         elif name == "python":
             env = {"NUM_WORKERS": str(n)}

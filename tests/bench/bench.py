@@ -35,6 +35,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 from netbench import BenchNetwork, peer_ip, udp_counters  # noqa: E402
+from harness.coredns import VERSION as COREDNS_VERSION, missing_reason  # noqa: E402
 
 CONTENDERS = ("tfboot", "python", "dnsperf")
 LABELS = {"tfboot": "tfboot --print", "python": "Python getaddrinfo entrypoint", "dnsperf": "dnsperf (limit)"}
@@ -300,9 +301,9 @@ def render(report: dict) -> str:
     env = report["environment"]
     lines.append(f"# tfboot DNS-wait benchmark\n")
     lines.append(f"{env['date']}, {env['machine']}; tfboot {env['tfboot_version']} "
-                 f"(sha256 {env['tfboot_sha256'][:12]}), dnsmasq {env['dnsmasq']}, dnsperf {env['dnsperf']}, "
+                 f"(sha256 {env['tfboot_sha256'][:12]}), {report.get('dns_server_label', 'dnsmasq ' + env['dnsmasq'])}, dnsperf {env['dnsperf']}, "
                  f"Python {env['python']}. Medians of {report['reps']} alternating repetitions; "
-                 f"dnsmasq query logging off for timing. Load average at start / end: "
+                 f"the server's query logging off for timing. Load average at start / end: "
                  f"{report['load_start']:.1f} / {report['load_end']:.1f}.\n")
     if max(report["load_start"], report["load_end"]) > 0.5 * (os.cpu_count() or 1):
         lines.append("**Warning: the machine was busy with other work during the run; absolute times are "
@@ -323,7 +324,7 @@ def render(report: dict) -> str:
     lines.append("")
     lines.append("Ranges (min–max over the repetitions), ms:\n")
     lines.append("| N | tfboot | Python baseline | dnsperf (wall) | dnsperf own run time | CPU ms tfboot / dnsperf "
-                 "| dnsmasq CPU ms during tfboot / dnsperf | Python peak RSS MB | dnsperf peak RSS MB "
+                 "| DNS server CPU ms during tfboot / dnsperf | Python peak RSS MB | dnsperf peak RSS MB "
                  "| queries / peer counted: Python, dnsperf |")
     lines.append("|---:|---|---|---|---:|---|---|---:|---:|---|")
     for size in report["sizes"]:
@@ -402,10 +403,10 @@ def evaluate_targets(report: dict) -> list:
     return targets
 
 
-def replot(out: str) -> None:
+def replot(out: str, suffix: str = "") -> None:
     """Redraw dns_wait.png from results.json (for changes to the plot only)."""
-    with open(os.path.join(out, "results.json")) as f:
-        plot(json.load(f), os.path.join(out, "dns_wait.png"))
+    with open(os.path.join(out, f"results{suffix}.json")) as f:
+        plot(json.load(f), os.path.join(out, f"dns_wait{suffix}.png"))
 
 
 def plot(report: dict, path: str) -> None:
@@ -439,7 +440,8 @@ def plot(report: dict, path: str) -> None:
     load = max(report["load_start"], report["load_end"])
     busy = f"\nmachine busy with other work (load average {load:.1f} on {os.cpu_count()} cores): absolute times inflated" \
         if load > 0.5 * (os.cpu_count() or 1) else ""
-    ax.set_title(f"Time until every peer resolves — dnsmasq on a namespace network, {report['reps']} reps{busy}",
+    ax.set_title(f"Time until every peer resolves — {report.get('dns_server', 'dnsmasq')} on a namespace network, "
+                 f"{report['reps']} reps{busy}",
                  fontsize=11)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="upper left")
@@ -474,10 +476,14 @@ def main(argv=None) -> int:
     ap.add_argument("--stall-n", type=int, default=4096,
                     help="peers for the stalled-server scenario (0: skip it)")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
+    ap.add_argument("--dns-server", choices=("dnsmasq", "coredns"), default="dnsmasq",
+                    help="the cluster DNS: dnsmasq, or CoreDNS as a Kubernetes cluster's (its files then end in "
+                         "-coredns; it reads its records before it listens, so no stalled-server scenario)")
     ap.add_argument("--replot", action="store_true", help="only redraw the PNG from --out's results.json")
     args = ap.parse_args(argv)
+    suffix = "" if args.dns_server == "dnsmasq" else f"-{args.dns_server}"
     if args.replot:
-        replot(args.out)
+        replot(args.out, suffix)
         return 0
     if os.geteuid() != 0:
         log("bench: needs root (network, mount and PID namespaces)")
@@ -486,6 +492,11 @@ def main(argv=None) -> int:
     if not 1 <= args.reps <= 100 or not 1 <= args.startup_runs <= 10000 or not all(1 <= n <= 10000 for n in sizes):
         log("bench: --reps 1..100, --startup-runs 1..10000, sizes 1..10000")
         return 2
+    if args.dns_server == "coredns":
+        if missing_reason():
+            log(f"bench: {missing_reason()}")
+            return 2
+        args.stall_n = 0
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, ".gitignore"), "w") as f:
         f.write("# benchmark output (scripts/bench), not sources\n*\n")
@@ -509,12 +520,16 @@ def main(argv=None) -> int:
                 "python": version_of([PYTHON, "--version"]).replace("Python ", ""),
             },
             "reps": args.reps,
+            "dns_server": args.dns_server,
+            "dns_server_label": (f"dnsmasq {version_of(['/usr/sbin/dnsmasq', '--version']).split()[2]}"
+                                 if args.dns_server == "dnsmasq" else f"CoreDNS {COREDNS_VERSION} (cache 30)"),
             "binary_bytes": os.path.getsize(args.tfboot),
             "rss_floor_kb": rss_floor(args.measure),
         }
         started = time.monotonic()
         report["load_start"] = os.getloadavg()[0]
-        with BenchNetwork(service=SERVICE, namespace=NAMESPACE, cluster_domain=DOMAIN) as net:
+        with BenchNetwork(service=SERVICE, namespace=NAMESPACE, cluster_domain=DOMAIN,
+                          dns_server=args.dns_server) as net:
             bench = Bench(args, net, workdir)
             report["sizes"] = []
             for n in sizes:
@@ -529,13 +544,13 @@ def main(argv=None) -> int:
         report["load_end"] = os.getloadavg()[0]
         report["targets"] = evaluate_targets(report)
         markdown = render(report)
-        with open(os.path.join(args.out, "results.json"), "w") as f:
+        with open(os.path.join(args.out, f"results{suffix}.json"), "w") as f:
             json.dump(report, f, indent=1)
-        with open(os.path.join(args.out, "results.md"), "w") as f:
+        with open(os.path.join(args.out, f"results{suffix}.md"), "w") as f:
             f.write(markdown)
-        plot(report, os.path.join(args.out, "dns_wait.png"))
+        plot(report, os.path.join(args.out, f"dns_wait{suffix}.png"))
         print(markdown)
-        log(f"bench: wrote {args.out}/results.md, results.json, dns_wait.png "
+        log(f"bench: wrote {args.out}/results{suffix}.md, results{suffix}.json, dns_wait{suffix}.png "
             f"({report['bench_seconds']:.0f}s)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

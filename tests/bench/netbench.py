@@ -3,7 +3,8 @@ needs on top (the harness itself is shared with the integration tests and stays 
 
 * :meth:`BenchNetwork.load_peer_records` publishes thousands of records at once: one file in
   dnsmasq's hostsdir with a line per peer, read when dnsmasq (re)starts, instead of one file per
-  record with an inotify round trip each (the harness's ``publish``).
+  record with an inotify round trip each (the harness's ``publish``); with
+  ``dns_server="coredns"`` CoreDNS's zone file, read as it starts.
 * :meth:`BenchNetwork.set_query_logging` turns dnsmasq's ``--log-queries`` on (to count queries)
   or off (for timing: logging every query costs dnsmasq a write per query) by restarting it.
 * :meth:`BenchNetwork.wait_records_loaded`: dnsmasq listens before it has read its hostsdir, and
@@ -26,6 +27,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from harness.cluster import ClusterNetwork, HarnessError  # noqa: E402
+from harness.coredns import cpu_seconds  # noqa: E402
 
 PEERS_FILE = "bench-peers"
 
@@ -58,7 +60,8 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 class BenchNetwork(ClusterNetwork):
-    """A ClusterNetwork whose dnsmasq holds a whole job's records from one hosts file."""
+    """A ClusterNetwork whose DNS server holds a whole job's records from one file (dnsmasq: a
+    hosts file; CoreDNS, ``dns_server="coredns"``: its zone file, read as it starts)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("log_queries", False)
@@ -77,7 +80,9 @@ class BenchNetwork(ClusterNetwork):
         raise HarnessError(f"no dnsmasq in {self.dns_ns}")
 
     def dns_server_cpu_seconds(self) -> float:
-        """CPU time dnsmasq has used so far."""
+        """CPU time the DNS server has used so far."""
+        if self.dns_server == "coredns":   # several threads
+            return cpu_seconds(self.dns.pid)
         if getattr(self, "_server_pid", None) is None or not os.path.exists(f"/proc/{self._server_pid}"):
             self._server_pid = self.dns_server_pid()
         return process_cpu_seconds(self._server_pid)
@@ -106,6 +111,15 @@ class BenchNetwork(ClusterNetwork):
         dnsmasq is restarted on a hostsdir holding one file with a line per record; returns once
         the first and the last name answer (bounded: 10 s)."""
         self._check_open()
+        if self.dns_server == "coredns":   # one zone file, read as CoreDNS starts
+            self.stop_dns()
+            self.dns.records.clear(wait=False)
+            aliases = (self.service_fqdn,) if service_alias and self.service else ()
+            self.dns.records.add_many([(fqdn, ip, aliases) for fqdn, ip in records], wait=False)
+            self._loaded = (len(records), [records[0], records[-1]] if records else [])
+            self.start_dns()
+            self.wait_records_loaded()
+            return
         alias = f"\t{self.service_fqdn}" if service_alias and self.service else ""
         self.stop_dns()
         for entry in os.listdir(self.hostsdir):   # this network's own temp dir: only our records

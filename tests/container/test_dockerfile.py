@@ -142,17 +142,6 @@ def _prepare_rootfs(rootfs):
             open(path, "w").close()
 
 
-def _wait_for_query(net, name, client, proc, timeout=20.0):
-    """Until the DNS server has been asked for name by client (and answered NXDOMAIN: no record yet)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(q[1] == name and q[2] == client for q in net.dns_queries()):
-            return
-        assert proc.poll() is None, f"pod ended (exit {proc.returncode}) before it asked for {name}"
-        time.sleep(0.05)
-    pytest.fail(f"{client} did not ask for {name} within {timeout}s")
-
-
 SECRET_PATH = "/var/run/secrets/tfboot/secret"   # where the examples mount the control secret
 
 
@@ -211,8 +200,8 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
                 procs.append(net.run(pod, argv, env=env, pid1=True, stderr=stderr,
                                      extra_mounts=[(pod.hosts_path, f"{rootfs[index]}/etc/hosts"),
                                                    (pod.resolv_path, f"{rootfs[index]}/etc/resolv.conf")]))
-            if index == 0:   # pod 0, the coordinator, is in its DNS wait before pod 1's record exists
-                _wait_for_query(net, pods[0].fqdn, pods[0].ip, procs[0])
+            if index == 0:   # pod 0, the coordinator, waits at the start barrier before pod 1 exists
+                _wait_for_log(logs[0], "start barrier: waiting for 1 tasks", procs[0])
 
         for index, (proc, log) in enumerate(zip(procs, logs)):
             out, _ = proc.communicate(timeout=90)
@@ -224,7 +213,8 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
             assert ppid == "1" and pid != "1", f"the command's parent must be tfboot as PID 1: {lines[2]}"
             assert cwd == WORKDIR
             assert "(supervised as init)" in err, err
-            assert "all 2 names resolve" in err, err
+            # The coordinator resolves both names after the barrier; pod 1 only the coordinator's.
+            assert ("all 2 names resolve" if index == 0 else "all 1 names resolve") in err, err
             # tfboot wrote its files into the container's root filesystem
             with open(os.path.join(rootfs[index], f"logs/worker_{index}/tf_config.json")) as f:
                 assert json.load(f) == json.loads(expected % index)
@@ -232,6 +222,17 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
                 job = json.load(f)["job"]
             assert (job["coordinator"], job["control_port"], job["tasks_present"]) == ("worker:0", 2220, 2), job
             assert job["names_resolved_by_coordinator"] is True, job
+
+
+def _wait_for_log(path, text, proc, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in path.read_text():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"ended with {proc.returncode} before logging {text!r}: {path.read_text()}")
+        time.sleep(0.1)
+    pytest.fail(f"no {text!r} in {path} within {timeout}s: {path.read_text()}")
 
 
 def test_dockerfile_stages_and_default_base_image():

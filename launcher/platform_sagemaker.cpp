@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_nesting.h"
 #include "platforms.h"
 
 namespace tfboot {
@@ -13,32 +14,13 @@ namespace {
 // nlohmann's values are destroyed recursively; SageMaker's file is two levels deep.
 constexpr int max_nesting = 16;
 
-bool nesting_within(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if ((c == '{' || c == '[') && ++depth > limit) {
-      return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 Result<std::optional<PlatformJob>> job_from_sagemaker(const PlatformInputs& in) {
   const auto& text = in.facts.platform_files.sagemaker_resource_config;
   if (!text) return std::optional<PlatformJob>{};
   const std::string where = sagemaker_resource_config_path;
-  if (!nesting_within(*text, max_nesting)) return usage_error(where + " is nested more than " + std::to_string(max_nesting) + " levels deep");
+  if (!json_nesting_within(*text, max_nesting)) return usage_error(where + " is nested more than " + std::to_string(max_nesting) + " levels deep");
   auto root = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return usage_error(where + " is not valid JSON");
   if (!root.is_object()) return usage_error(where + " is not a JSON object");

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_nesting.h"
+
 namespace tfboot {
 namespace {
 
@@ -13,25 +15,6 @@ using nlohmann::ordered_json;
 constexpr int max_nesting = 16;
 constexpr std::size_t max_text_field = 4096;
 constexpr int max_restarts = 1'000'000'000;
-
-bool nesting_within(std::string_view text, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > limit) return false;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 PreviousStarts damaged(std::string why) { return PreviousStarts{.damage = std::move(why)}; }
 
@@ -63,7 +46,7 @@ ordered_json peers_json(const StartupReport& report) {
 PreviousStarts read_previous_starts(const std::optional<std::string>& text) {
   if (!text) return {};
   if (text->size() > max_previous_startup_json) return damaged("larger than 1 MiB");
-  if (!nesting_within(*text, max_nesting)) return damaged("nested deeper than " + std::to_string(max_nesting) + " levels");
+  if (!json_nesting_within(*text, max_nesting)) return damaged("nested deeper than " + std::to_string(max_nesting) + " levels");
   auto old = ordered_json::parse(*text, nullptr, false);
   if (old.is_discarded() || !old.is_object()) return damaged("not a JSON object");
   PreviousStarts previous;

@@ -158,6 +158,8 @@ std::optional<std::uint32_t> negative_answer_ttl(std::span<const unsigned char> 
   return std::nullopt;
 }
 
+bool is_loopback_address(std::string_view address) { return address == "::1" || address.starts_with("127."); }
+
 std::optional<std::string> reverse_lookup_name(std::string_view address) {
   std::string text(address);
   static constexpr char hex[] = "0123456789abcdef";

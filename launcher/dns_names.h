@@ -53,6 +53,9 @@ struct DnsServer {
 // 1..65535. An error names `source` (the flag or its env twin) and quotes the whole list.
 Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::string_view source);
 
+// 127.0.0.0/8 or ::1, as numeric text.
+bool is_loopback_address(std::string_view address);
+
 // "10.1.2.3" -> "3.2.1.10.in-addr.arpa", IPv6 as nibbles under ip6.arpa; nullopt unless numeric.
 std::optional<std::string> reverse_lookup_name(std::string_view address);
 

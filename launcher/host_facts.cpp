@@ -8,6 +8,7 @@
 
 #include <set>
 
+#include "dns_names.h"
 #include "files.h"
 #include "log.h"
 
@@ -77,7 +78,7 @@ HostFacts gather_host_facts(const Options& options) {
 std::vector<std::string> routable_addresses(const std::vector<std::string>& addresses) {
   std::vector<std::string> ipv4, ipv6;
   for (const auto& address : addresses) {
-    bool local = address.starts_with("127.") || address == "::1" || address.starts_with("fe80:");
+    bool local = is_loopback_address(address) || address.starts_with("fe80:");
     if (!local) (address.find(':') == std::string::npos ? ipv4 : ipv6).push_back(address);
   }
   ipv4.insert(ipv4.end(), ipv6.begin(), ipv6.end());

@@ -31,8 +31,6 @@ std::vector<std::string> confirmed(const std::vector<std::string>& resolved, con
 
 }  // namespace
 
-bool is_loopback_address(std::string_view address) { return address == "::1" || address.starts_with("127."); }
-
 MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved) {
   MemberNameCheck check;
   check.table = members;

@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "control_messages.h"
@@ -24,8 +23,5 @@ struct MemberNameCheck {
 // task reported, when an address is loopback (nothing to compare it with: it is the asking host),
 // or when the task reported none.
 MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved);
-
-// 127.0.0.0/8 or ::1.
-bool is_loopback_address(std::string_view address);
 
 }  // namespace tfboot

@@ -205,23 +205,11 @@ class CoordinatorBarrier {
       log::info("start barrier: a task came back while the names were resolved; checking again");
       return std::nullopt;
     }
-    // Every task learns why; the whole list is in the coordinator's own error line.
-    if (!verified) {
-      std::string text = abort_text(verified.error().message);
-      if (text.find(verified.error().message) == std::string::npos) log::warn("start barrier: {}", verified.error().message);
-      return Abort{exit_code::peers_unresolved, text};
-    }
+    // Every task learns why, with the DNS code whatever went wrong.
+    if (!verified) return Abort{exit_code::peers_unresolved, "the coordinator's check of the job's names: " + verified.error().message};
     start->members = std::move(*verified);
     start->names_verified = true;
     return decision;
-  }
-
-  // An abort's message within what a task accepts (max_text of the wire).
-  static std::string abort_text(std::string message) {
-    constexpr std::size_t room = 3800;
-    message = "the coordinator's check of the job's names: " + message;
-    if (message.size() > room) message = message.substr(0, room) + " ... (the rest in the coordinator's log)";
-    return message;
   }
 
   std::vector<Channel*> present_channels() {
@@ -237,7 +225,7 @@ class CoordinatorBarrier {
                           std::to_string(barrier_.progress().present) + "/" + std::to_string(settings_.tasks.size()) +
                           " tasks present; missing " + barrier_.missing_report();
     auto channels = present_channels();
-    for (Channel* channel : channels) channel->send(Abort{exit_code::start_barrier_incomplete, message});
+    for (Channel* channel : channels) channel->send(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
     deliver(channels, SteadyClock::now() + linger);
     return make_error(exit_code::start_barrier_incomplete, message);
   }
@@ -263,7 +251,7 @@ class CoordinatorBarrier {
 Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
-    for (Channel* channel : channels) channel->send(*abort);
+    for (Channel* channel : channels) channel->send(fitted_to_the_wire(*abort));
     deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
     return make_error(abort->code, abort->message);
   }

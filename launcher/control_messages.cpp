@@ -309,4 +309,10 @@ Result<Message> parse_message(std::string_view line, Sender from) {
   return *message;
 }
 
+Abort fitted_to_the_wire(Abort abort) {
+  static constexpr std::string_view rest = " ... (the rest in the coordinator's log)";
+  if (abort.message.size() > max_text) abort.message = abort.message.substr(0, max_text - rest.size()).append(rest);
+  return abort;
+}
+
 }  // namespace tfboot

@@ -110,6 +110,9 @@ struct Abort {
   int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved
   std::string message;
 };
+// `abort` as a task accepts it: a message longer than the wire carries is cut, saying that the
+// rest is in the coordinator's log (which has the whole of it).
+Abort fitted_to_the_wire(Abort abort);
 struct Ping {};
 struct Exit {
   int status = 0;

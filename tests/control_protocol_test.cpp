@@ -98,6 +98,21 @@ TEST_CASE("control_protocol::FrameReader") {
   }
 }
 
+TEST_CASE("control_protocol::fitted_to_the_wire: any abort a coordinator sends is one a task accepts") {
+  // An environment check's differences, or the names that did not resolve, can list thousands of tasks.
+  const Abort long_one{exit_code::environment_mismatch, "environment check failed (--env-check fail): " + std::string(9000, 'w')};
+  auto parsed = parse_message(encode(fitted_to_the_wire(long_one)), Sender::coordinator);
+  REQUIRE_MESSAGE(parsed, error_of(parsed));
+  const Abort& abort = std::get<Abort>(*parsed);
+  CHECK(abort.code == exit_code::environment_mismatch);
+  CHECK(abort.message.size() == 4096);
+  CHECK(abort.message.starts_with("environment check failed (--env-check fail): www"));
+  CHECK(abort.message.ends_with("www ... (the rest in the coordinator's log)"));
+  CHECK_FALSE(parse_message(encode(long_one), Sender::coordinator));  // what it prevents
+  const Abort short_one{exit_code::start_barrier_incomplete, "missing worker:2"};
+  CHECK(fitted_to_the_wire(short_one).message == "missing worker:2");
+}
+
 TEST_CASE("control_protocol::encode and parse_message") {
   SUBCASE("every message survives the wire unchanged") {
     Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, {{member("chief:0"), "c", "c.svc", {"10.0.0.1", "fd00::1"}}}, true};

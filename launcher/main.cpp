@@ -1,5 +1,5 @@
 #include <unistd.h>
 
-#include "run.h"
+#include "flow/run.h"
 
 int main(int argc, char** argv) { return tfboot::run(argc, argv, environ); }

@@ -6,7 +6,7 @@
 
 #include "fields.h"
 
-#include "cluster.h"
+#include "plan/cluster.h"
 
 // Input: "cluster spec\0port spec\0peer template\0hostname".
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "control_protocol.h"
+#include "control/protocol/protocol.h"
 
 namespace {
 

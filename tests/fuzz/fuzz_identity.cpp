@@ -5,8 +5,8 @@
 
 #include "fields.h"
 
-#include "identity.h"
-#include "kubernetes.h"
+#include "plan/identity.h"
+#include "plan/kubernetes.h"
 
 // Input: "hostname\0JOB_COMPLETION_INDEX\0/etc/hosts text\0/etc/resolv.conf text" (missing parts empty).
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
+#include "cli/options.h"
 
 // Input: NUL-separated fields. Fields of the form KEY=VALUE that start with "TFBOOT_" go to the
 // environment, the rest are arguments, in order.

@@ -7,10 +7,10 @@
 
 #include "fields.h"
 
-#include "dns_names.h"
-#include "downward_api.h"
-#include "options.h"
-#include "slurm_hostlist.h"
+#include "dns/names.h"
+#include "plan/platforms/downward_api.h"
+#include "cli/options.h"
+#include "plan/platforms/slurm_hostlist.h"
 
 // Input: "host list\0tasks per node\0downward-API text\0key\0Go string"; the whole input is
 // also read as a DNS message.

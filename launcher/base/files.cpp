@@ -1,0 +1,152 @@
+// Files tfboot writes and reads: directories remembered for rollback, atomic writes through safe
+// temporaries, bounded reads that never block.
+#include "base/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace tfboot {
+namespace {
+
+std::unexpected<Error> file_error(const std::string& what, const std::string& path, int error_number) {
+  return make_error(exit_code::file_write, "cannot " + what + " '" + path + "': " + std::strerror(error_number));
+}
+
+bool write_whole(int fd, const std::string& content, int& error_number) {
+  const char* data = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t written = ::write(fd, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      error_number = written < 0 ? errno : ENOSPC;
+      return false;
+    }
+    data += written;
+    left -= static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+// A whole, flushed temporary beside `path`; its name, to be renamed or unlinked by the caller.
+Result<std::string> write_temporary(const std::string& path, const std::string& content) {
+  auto slash = path.rfind('/');
+  std::string directory = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string temporary = directory + "." + base + ".tmp.XXXXXX";
+  // mkostemp opens with O_CREAT|O_EXCL under a random name: a symlink or file planted at any
+  // name we could pick is refused, never followed or truncated.
+  int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
+  if (fd < 0) return file_error("write", path, errno);
+  int saved = 0;
+  bool whole = write_whole(fd, content, saved) && ::fchmod(fd, 0644) == 0;
+  if (whole && ::fsync(fd) != 0) {
+    saved = errno;
+    whole = false;
+  } else if (!whole && saved == 0) {
+    saved = errno;
+  }
+  if (::close(fd) != 0 && whole) {
+    saved = errno;
+    whole = false;
+  }
+  if (!whole) {
+    ::unlink(temporary.c_str());
+    return file_error("write", path, saved);
+  }
+  return temporary;
+}
+
+}  // namespace
+
+std::optional<std::string> read_text_file(const std::string& path, std::size_t max_size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  struct stat info {};
+  std::optional<std::string> content;
+  // A directory opens fine but reads nothing; a FIFO or device could block or never end.
+  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<std::size_t>(info.st_size) <= max_size) {
+    std::string text;
+    char buffer[65536];
+    while (true) {
+      ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      if (n == 0) {
+        content = std::move(text);
+        break;
+      }
+      text.append(buffer, static_cast<std::size_t>(n));
+      if (text.size() > max_size) break;  // grew while we read it
+    }
+  }
+  ::close(fd);
+  return content;
+}
+
+Result<std::vector<std::string>> make_directories(const std::string& path) {
+  if (path.empty()) return make_error(exit_code::file_write, "cannot create an empty log directory path");
+  std::vector<std::string> created;
+  std::size_t position = 0;
+  while (position != std::string::npos) {
+    position = path.find('/', position + 1);
+    std::string partial = path.substr(0, position);
+    if (partial.empty() || partial == "/") continue;
+    // An existing ancestor may be one we cannot write to (mkdir would say EACCES, not EEXIST).
+    struct stat existing {};
+    if (::stat(partial.c_str(), &existing) == 0 && S_ISDIR(existing.st_mode)) continue;
+    if (::mkdir(partial.c_str(), 0755) == 0) {
+      created.push_back(partial);
+      continue;
+    }
+    if (errno == EEXIST) continue;
+    int saved = errno;
+    remove_created_directories(created);
+    return file_error("create directory", partial, saved);
+  }
+  struct stat info {};
+  int problem = ::stat(path.c_str(), &info) != 0 ? errno : (S_ISDIR(info.st_mode) ? 0 : ENOTDIR);
+  if (problem != 0) {
+    remove_created_directories(created);
+    return file_error(problem == ENOTDIR ? "use as a directory" : "create directory", path, problem);
+  }
+  return created;
+}
+
+void remove_created_directories(const std::vector<std::string>& created) {
+  for (auto it = created.rbegin(); it != created.rend(); ++it) ::rmdir(it->c_str());
+}
+
+Result<void> write_file_atomically(const std::string& path, const std::string& content) {
+  return write_files_atomically({{path, content}});
+}
+
+Result<void> write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::string> temporaries;
+  auto discard = [&] {
+    for (const auto& temporary : temporaries) ::unlink(temporary.c_str());
+  };
+  for (const auto& [path, content] : files) {
+    auto temporary = write_temporary(path, content);
+    if (!temporary) {
+      discard();
+      return std::unexpected(temporary.error());
+    }
+    temporaries.push_back(*temporary);
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (::rename(temporaries[i].c_str(), files[i].first.c_str()) != 0) {
+      int saved = errno;
+      for (std::size_t j = i; j < temporaries.size(); ++j) ::unlink(temporaries[j].c_str());
+      return file_error("rename to", files[i].first, saved);
+    }
+  }
+  return {};
+}
+
+}  // namespace tfboot

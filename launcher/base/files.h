@@ -1,0 +1,35 @@
+// Files tfboot writes and reads: directories remembered for rollback, atomic writes through safe
+// temporaries, bounded reads that never block (README: Running the command).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.h"
+
+namespace tfboot {
+
+inline constexpr std::size_t default_read_limit = 16 * 1024 * 1024;
+
+// The whole file when it is a regular file of at most `max_size` bytes, else nullopt. Opened
+// non-blocking, so a FIFO or a device in its place never hangs us.
+std::optional<std::string> read_text_file(const std::string& path, std::size_t max_size = default_read_limit);
+
+// mkdir -p. Returns the directories it created, outermost first, so that a later failure can
+// remove exactly those (remove_created_directories). Exit code 4 on failure, with nothing created.
+Result<std::vector<std::string>> make_directories(const std::string& path);
+// Removes the given directories innermost first, each only if it is empty.
+void remove_created_directories(const std::vector<std::string>& created);
+
+// Written to a fresh temporary in the same directory (a random name, O_EXCL: never through a
+// link planted there), flushed, then renamed over `path`: a reader never sees half a file and a
+// failure leaves nothing behind. Exit code 4 on failure.
+Result<void> write_file_atomically(const std::string& path, const std::string& content);
+
+// Several files as one step: every temporary is written first; only when all are whole are they
+// renamed into place. A failure (a full disk) leaves none of the new files and no temporary.
+Result<void> write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files);
+
+}  // namespace tfboot

@@ -1,0 +1,288 @@
+// Command line and TFBOOT_* environment twins -> Options (README: Command line).
+#include "cli/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace tfboot {
+namespace {
+
+enum class Kind { value, flag, negatable };
+
+struct OptionSpec {
+  std::string_view name;  // without the leading "--"
+  Kind kind;
+  std::string_view placeholder;
+  std::string_view help;
+  std::string_view default_text;
+};
+
+// One row per option; help text and env twins are generated from this table.
+constexpr OptionSpec option_table[] = {
+    {"task-type", Kind::value, "T", "chief, worker, ps or evaluator", "from identity sources"},
+    {"task-index", Kind::value, "N", "this task's index within its type", "from identity sources"},
+    {"hostname", Kind::value, "NAME", "the name to parse instead of the real one", "POD_NAME, else gethostname()"},
+    {"chief-at-ordinal-0", Kind::flag, "", "ordinal 0 is chief 0, ordinal k is worker k-1", "off"},
+    {"identity-from", Kind::value, "SRC", "auto, hostname or ptr (reverse DNS of own IP)", "auto"},
+    {"cluster", Kind::value, "SPEC", "task counts, e.g. chief=1,ps=2,worker=4,evaluator=1",
+     "required unless TF_CONFIG is set or a platform describes the job"},
+    {"peer-template", Kind::value, "T", "peer host name with {prefix} {type} {index} {ordinal}",
+     "derived from own hostname"},
+    {"service", Kind::value, "NAME", "headless Service (pod subdomain)", "from /etc/hosts, else none"},
+    {"namespace", Kind::value, "NS", "Kubernetes namespace", "POD_NAMESPACE, else resolv.conf search list"},
+    {"cluster-domain", Kind::value, "D", "cluster DNS domain", "resolv.conf search list, else cluster.local"},
+    {"pod-info-dir", Kind::value, "DIR", "downward-API volume with the pod's labels and annotations (JobSet)",
+     "/etc/podinfo"},
+    {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223", "2222"},
+    {"address", Kind::value, "MODE", "name (DNS names) or ip (resolved addresses) in TF_CONFIG", "name"},
+    {"evaluator-in-cluster", Kind::flag, "", "list the evaluator in TF_CONFIG's cluster", "off"},
+    {"wait", Kind::value, "DURATION", "deadline for all peers to resolve; 0 = no DNS wait", "15m"},
+    {"dns-server", Kind::value, "LIST", "ip[:port],... to query instead of resolv.conf's", "resolv.conf"},
+    {"log-root", Kind::value, "DIR", "parent of per-task log dirs", "/logs (./logs for local)"},
+    {"print", Kind::flag, "", "print TF_CONFIG after the DNS wait and exit; writes nothing", "off"},
+    {"init", Kind::negatable, "", "supervise the command as an init (--no-init: exec it)", "on when PID 1"},
+    {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220"},
+    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "10m"},
+    {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn"},
+    {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s"},
+    {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
+    {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
+    {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info"},
+    {"log-format", Kind::value, "F", "text or json (one object per line)", "text"},
+};
+
+const OptionSpec* find_option(std::string_view name) {
+  for (const auto& spec : option_table) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+std::string env_twin(std::string_view name) {
+  std::string twin = "TFBOOT_";
+  for (char c : name) {
+    twin += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return twin;
+}
+
+Result<bool> parse_bool(const Setting& setting) {
+  std::string lower = setting.value;
+  std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
+  if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
+  return usage_error(setting.source + "='" + setting.value + "' is not a boolean (use 1 or 0)");
+}
+
+using RawSettings = std::map<std::string, Setting, std::less<>>;
+
+Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std::string> command) {
+  Options options;
+  options.mode = mode;
+  options.command = std::move(command);
+  auto get = [&](std::string_view name) -> std::optional<Setting> {
+    auto it = raw.find(name);
+    if (it == raw.end()) return std::nullopt;
+    return it->second;
+  };
+  auto get_bool = [&](std::string_view name) -> Result<std::optional<bool>> {
+    auto setting = get(name);
+    if (!setting) return std::optional<bool>{};
+    auto value = parse_bool(*setting);
+    if (!value) return std::unexpected(value.error());
+    return std::optional<bool>{*value};
+  };
+
+  options.task_type = get("task-type");
+  options.task_index = get("task-index");
+  options.hostname = get("hostname");
+  options.cluster = get("cluster");
+  options.peer_template = get("peer-template");
+  options.service = get("service");
+  options.kube_namespace = get("namespace");
+  options.cluster_domain = get("cluster-domain");
+  options.dns_server = get("dns-server");
+  options.log_root = get("log-root");
+  if (auto port = get("port")) options.port = *port;
+  if (auto dir = get("pod-info-dir")) options.pod_info_dir = *dir;
+
+  for (auto [name, target] : {std::pair{"chief-at-ordinal-0", &options.chief_at_ordinal_0},
+                              std::pair{"evaluator-in-cluster", &options.evaluator_in_cluster},
+                              std::pair{"print", &options.print}, std::pair{"idle-when-done", &options.idle_when_done}}) {
+    auto value = get_bool(name);
+    if (!value) return std::unexpected(value.error());
+    if (*value) *target = **value;
+  }
+  auto init = get_bool("init");
+  if (!init) return std::unexpected(init.error());
+  options.init = *init;
+
+  if (auto from = get("identity-from")) {
+    if (from->value == "auto") options.identity_from = IdentityFrom::automatic;
+    else if (from->value == "hostname") options.identity_from = IdentityFrom::hostname;
+    else if (from->value == "ptr") options.identity_from = IdentityFrom::ptr;
+    else return usage_error(from->source + " '" + from->value + "' must be auto, hostname or ptr");
+  }
+  if (auto address = get("address")) {
+    if (address->value == "name") options.address = AddressMode::name;
+    else if (address->value == "ip") options.address = AddressMode::ip;
+    else return usage_error(address->source + " '" + address->value + "' must be name or ip");
+  }
+  if (auto wait = get("wait")) {
+    auto duration = parse_duration(wait->value, wait->source);
+    if (!duration) return std::unexpected(duration.error());
+    options.wait = *duration;
+  }
+  for (auto [name, target] : {std::pair{"start-timeout", &options.start_timeout},
+                              std::pair{"stop-grace", &options.stop_grace}}) {
+    if (auto setting = get(name)) {
+      auto duration = parse_duration(setting->value, setting->source);
+      if (!duration) return std::unexpected(duration.error());
+      *target = *duration;
+    }
+  }
+  if (auto port = get("control-port")) {
+    int value = -1;
+    auto [end, error] = std::from_chars(port->value.data(), port->value.data() + port->value.size(), value);
+    if (error != std::errc{} || end != port->value.data() + port->value.size() || value < 0 || value > 65535) {
+      return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
+    }
+    options.control_port = value;
+  }
+  if (auto check = get("env-check")) {
+    if (check->value == "warn") options.env_check = EnvCheck::warn;
+    else if (check->value == "fail") options.env_check = EnvCheck::fail;
+    else if (check->value == "off") options.env_check = EnvCheck::off;
+    else return usage_error(check->source + " '" + check->value + "' must be warn, fail or off");
+  }
+  options.control_secret_file = get("control-secret-file");
+  if (auto level = get("log-level")) {
+    constexpr std::string_view levels[] = {"trace", "debug", "info", "warn", "error"};
+    if (std::ranges::find(levels, level->value) == std::end(levels)) {
+      return usage_error(level->source + " '" + level->value + "' must be trace, debug, info, warn or error");
+    }
+    options.log_level = level->value;
+  }
+  if (auto format = get("log-format")) {
+    if (format->value == "text") options.log_format = LogFormat::text;
+    else if (format->value == "json") options.log_format = LogFormat::json;
+    else return usage_error(format->source + " '" + format->value + "' must be text or json");
+  }
+  return options;
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view source) {
+  auto fail = [&] {
+    return usage_error(std::string(source) + " '" + std::string(text) +
+                       "' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)");
+  };
+  std::uint64_t number = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (error != std::errc{} || end == text.data()) return fail();
+  std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
+  std::uint64_t per_unit_ms = 0;
+  if (unit.empty() || unit == "s") per_unit_ms = 1000;
+  else if (unit == "ms") per_unit_ms = 1;
+  else if (unit == "m") per_unit_ms = 60'000;
+  else if (unit == "h") per_unit_ms = 3'600'000;
+  else return fail();
+  // A week is far beyond any sensible start-up deadline; larger values are typos.
+  constexpr std::uint64_t max_ms = 7ull * 24 * 3'600'000;
+  if (number > max_ms / per_unit_ms) {
+    return usage_error(std::string(source) + " '" + std::string(text) + "' is longer than the maximum of 168h");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(number * per_unit_ms));
+}
+
+Result<Options> parse_options(std::span<const std::string> args, const Environment& env) {
+  std::size_t position = 0;
+  Mode mode = Mode::entrypoint;
+  if (!args.empty() && args[0] == "local") {
+    mode = Mode::local;
+    position = 1;
+  }
+
+  RawSettings raw;
+  // Environment twins first; flags parsed below overwrite them.
+  for (const auto& spec : option_table) {
+    auto twin = env_twin(spec.name);
+    auto it = env.find(twin);
+    if (it != env.end() && !it->second.empty()) raw[std::string(spec.name)] = Setting{it->second, twin};
+  }
+
+  std::vector<std::string> command;
+  while (position < args.size()) {
+    const std::string& arg = args[position];
+    if (arg == "--") {
+      ++position;
+      break;
+    }
+    if (arg == "--help" || arg == "-h") return build_options(Mode::help, {}, {});
+    if (arg == "--version") return build_options(Mode::version, {}, {});
+    if (!arg.starts_with("-") || arg == "-") break;
+    if (!arg.starts_with("--")) return usage_error("unknown option '" + arg + "' (see --help)");
+
+    std::string_view body = std::string_view(arg).substr(2);
+    std::optional<std::string> inline_value;
+    if (auto equals = body.find('='); equals != std::string_view::npos) {
+      inline_value = std::string(body.substr(equals + 1));
+      body = body.substr(0, equals);
+    }
+    bool negated = false;
+    const OptionSpec* spec = find_option(body);
+    if (!spec && body.starts_with("no-")) {
+      spec = find_option(body.substr(3));
+      negated = spec && spec->kind == Kind::negatable;
+      if (!negated) spec = nullptr;
+    }
+    if (!spec) return usage_error("unknown option '--" + std::string(body) + "' (see --help)");
+    std::string flag = "--" + std::string(body);
+    ++position;
+
+    if (spec->kind != Kind::value) {
+      if (inline_value) return usage_error("option " + flag + " takes no value");
+      raw[std::string(spec->name)] = Setting{negated ? "0" : "1", flag};
+      continue;
+    }
+    std::string value;
+    if (inline_value) {
+      value = *inline_value;
+    } else {
+      if (position >= args.size()) return usage_error("option " + flag + " needs a value");
+      value = args[position++];
+    }
+    if (value.empty()) return usage_error("option " + flag + " needs a non-empty value");
+    raw[std::string(spec->name)] = Setting{value, flag};
+  }
+  command.assign(args.begin() + static_cast<std::ptrdiff_t>(position), args.end());
+  return build_options(mode, raw, std::move(command));
+}
+
+std::string help_text() {
+  std::string text =
+      "usage: tfboot [OPTIONS] [--] [COMMAND [ARG...]]        run as a task (default COMMAND: python train.py)\n"
+      "       tfboot local [OPTIONS] [--] [COMMAND [ARG...]]  run every task of --cluster on this machine\n"
+      "       tfboot --version | --help\n\n"
+      "Every option has an environment twin TFBOOT_<NAME>; a flag beats its twin.\n\n";
+  for (const auto& spec : option_table) {
+    std::string left = "  --" + std::string(spec.name);
+    if (spec.kind == Kind::value) left += " " + std::string(spec.placeholder);
+    if (spec.kind == Kind::negatable) left += ", --no-" + std::string(spec.name);
+    if (left.size() < 32) left.resize(32, ' ');
+    else left += "  ";
+    text += left + std::string(spec.help) + "\n";
+    std::string twin = env_twin(spec.name) + (spec.kind == Kind::value ? "" : "=1");
+    text += std::string(32, ' ') + "env " + twin + "; default: " + std::string(spec.default_text) + "\n";
+  }
+  text +=
+      "\nExit codes: 0 ok, 2 usage/configuration error, 3 peers did not resolve before the deadline,\n"
+      "4 log dir or file not writable, 5 start barrier incomplete, 6 environment check failed,\n"
+      "7 a system resource refused, 126 not executable, 127 not found, 128+N killed by signal N,\n"
+      "200 stopped because another task failed or the coordinator was lost, else the command's own status.\n";
+  return text;
+}
+
+}  // namespace tfboot

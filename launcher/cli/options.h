@@ -1,0 +1,79 @@
+// Command line and TFBOOT_* environment twins -> Options (README: Command line). Pure.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.h"
+
+namespace tfboot {
+
+using Environment = std::map<std::string, std::string, std::less<>>;
+
+// A string option together with where it came from ("--cluster" or "TFBOOT_CLUSTER"),
+// so that a later step can name the source in its error message.
+struct Setting {
+  std::string value;
+  std::string source;
+};
+// "--cluster 'worker=x'": where a value came from and the value, for error messages.
+inline std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
+
+enum class Mode { entrypoint, local, version, help };
+enum class IdentityFrom { automatic, hostname, ptr };
+enum class AddressMode { name, ip };
+enum class LogFormat { text, json };
+enum class EnvCheck { warn, fail, off };
+
+struct Options {
+  Mode mode = Mode::entrypoint;
+  std::optional<Setting> task_type;
+  std::optional<Setting> task_index;
+  std::optional<Setting> hostname;
+  bool chief_at_ordinal_0 = false;
+  IdentityFrom identity_from = IdentityFrom::automatic;
+  std::optional<Setting> cluster;
+  std::optional<Setting> peer_template;
+  std::optional<Setting> service;
+  std::optional<Setting> kube_namespace;
+  std::optional<Setting> cluster_domain;
+  // The downward-API volume with the pod's labels and annotations (a JobSet's, README: Identity).
+  Setting pod_info_dir{"/etc/podinfo", "default"};
+  Setting port{"2222", "default"};
+  AddressMode address = AddressMode::name;
+  bool evaluator_in_cluster = false;
+  std::chrono::milliseconds wait = std::chrono::minutes(15);
+  std::optional<Setting> dns_server;
+  std::optional<Setting> log_root;
+  bool print = false;
+  std::optional<bool> init;  // unset: on exactly when tfboot is PID 1
+  // The job's control channel between the tasks' tfboot processes; port 0 turns it off.
+  int control_port = 2220;
+  std::chrono::milliseconds start_timeout = std::chrono::minutes(10);
+  EnvCheck env_check = EnvCheck::warn;
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(30);
+  std::optional<Setting> control_secret_file;
+  // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
+  // StatefulSet does not restart a finished job.
+  bool idle_when_done = false;
+  std::string log_level = "info";
+  LogFormat log_format = LogFormat::text;
+  std::vector<std::string> command;  // empty: the default command
+};
+
+inline const std::vector<std::string> default_command{"python", "train.py"};
+
+// args excludes argv[0].
+Result<Options> parse_options(std::span<const std::string> args, const Environment& env);
+
+// "500ms", "30s", "15m", "1h" or plain seconds.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view source);
+
+std::string help_text();
+
+}  // namespace tfboot

@@ -1,0 +1,83 @@
+// The start barrier as the coordinator sees it, pure: which task is present on which connection,
+// who is missing and why, and the verdict (start or abort) once every task said hello. Time is
+// passed in; control_join_coordinator.cpp feeds it from the sockets.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "control/protocol/messages.h"
+#include "cli/options.h"
+
+namespace tfboot {
+
+using ConnectionId = std::uint64_t;
+
+struct BarrierSettings {
+  std::string job_id;
+  std::vector<JobMember> tasks;  // every task of the cluster, in cluster order, coordinator included
+  Hello own;                     // the coordinator's own entry
+  EnvCheck env_check = EnvCheck::warn;
+  std::chrono::milliseconds peer_silent_after{10000};
+};
+
+struct HelloVerdict {
+  bool accepted = false;
+  std::string reason;                    // why it was refused
+  std::optional<ConnectionId> replaced;  // the task's older connection, now to be closed
+};
+
+class StartBarrier {
+ public:
+  explicit StartBarrier(BarrierSettings settings);
+
+  // `peer` is the connection's address, for messages.
+  HelloVerdict on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now);
+  void on_heard(ConnectionId connection, Instant now);
+  // The connection is gone; `why` becomes its task's last error.
+  void on_closed(ConnectionId connection, const std::string& why);
+  // Something went wrong for a task before its hello counted (a wrong secret, say).
+  void note_problem(const JobMember& task, const std::string& problem);
+  // Connections of present tasks that have been silent longer than peer_silent_after.
+  std::vector<ConnectionId> silent(Instant now) const;
+
+  bool complete() const;
+  BarrierProgress progress() const;
+  // Once complete: Start for every task, or Abort with environment_mismatch when the
+  // environment check is `fail` and fingerprints differ.
+  std::variant<Start, Abort> decide(bool supervised) const;
+  std::vector<std::string> environment_differences() const;
+  // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
+  // tasks, "and N more".
+  std::string missing_report(std::size_t at_most = 50) const;
+  // The connection of each present task other than the coordinator, and whether it stays.
+  struct Present {
+    JobMember task;
+    ConnectionId connection;
+    bool supervised;
+  };
+  std::vector<Present> present_tasks() const;
+
+ private:
+  struct Slot {
+    JobMember task;
+    std::optional<ConnectionId> connection;
+    Hello hello;
+    std::string peer;
+    Instant last_heard{};
+    bool ever_connected = false;
+    std::string last_error;
+  };
+  Slot* slot_of(const JobMember& task);
+  Slot* slot_of(ConnectionId connection);
+
+  BarrierSettings settings_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace tfboot

@@ -1,0 +1,25 @@
+// The control channel's handshake, pure: HMAC proofs over both sides' nonces when the job has a
+// shared secret, and the checks each side makes of the other's first messages.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "control/protocol/messages.h"
+#include "base/error.h"
+
+namespace tfboot {
+
+// Proofs over both nonces; the role in the text keeps a proof from being reflected.
+std::string task_proof(std::string_view secret, const Challenge& challenge, const Hello& hello);
+std::string coordinator_proof(std::string_view secret, const Challenge& challenge, const Hello& hello);
+// Task side, on the challenge: is this our job's coordinator, and do we agree about the secret?
+Result<void> check_challenge(const Challenge& challenge, std::string_view job, bool have_secret);
+// Coordinator side: the hello's proof, when a secret is set.
+Result<void> check_hello_proof(const Hello& hello, const Challenge& challenge, const std::optional<std::string>& secret);
+// Task side: the coordinator's proof in `accepted`, when a secret is set.
+Result<void> check_accepted(const Accepted& accepted, const Challenge& challenge, const Hello& hello,
+                            const std::optional<std::string>& secret);
+
+}  // namespace tfboot

@@ -1,0 +1,318 @@
+// The control channel's messages: framing, encoding and the validating parser.
+#include "control/protocol/messages.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+namespace tfboot {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+std::optional<JobMember> parse_member(std::string_view text) {
+  auto colon = text.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  auto type = parse_task_type(text.substr(0, colon));
+  auto index = parse_index(text.substr(colon + 1));
+  if (!type || !index) return std::nullopt;
+  JobMember member{*type, *index};
+  if (member.text() != text) return std::nullopt;  // "master:0", "worker:02"
+  return member;
+}
+
+// --- Framing
+
+Result<void> FrameReader::append(std::string_view bytes) {
+  // Consumed lines are dropped only now and then, so that a burst of small lines stays linear.
+  if (start_ > 0 && start_ * 2 >= buffer_.size()) {
+    buffer_.erase(0, start_);
+    start_ = 0;
+  }
+  buffer_.append(bytes);
+  if (buffer_.find('\n', start_ + scanned_) == std::string::npos && buffer_.size() - start_ > max_line_) {
+    return make_error(protocol_violation, "a message over " + std::to_string(max_line_) + " bytes");
+  }
+  return {};
+}
+
+std::optional<std::string> FrameReader::next() {
+  auto end = buffer_.find('\n', start_ + scanned_);
+  if (end == std::string::npos) {
+    scanned_ = buffer_.size() - start_;
+    return std::nullopt;
+  }
+  std::string line = buffer_.substr(start_, end - start_);
+  start_ = end + 1;
+  scanned_ = 0;
+  if (line.size() > max_line_) return std::nullopt;  // append() reports it; never handed out
+  return line;
+}
+
+// --- Encoding
+
+namespace {
+
+ordered_json progress_json(const BarrierProgress& progress) {
+  return {{"present", progress.present}, {"total", progress.total}, {"missing", progress.missing}};
+}
+
+struct Encoder {
+  ordered_json& out;
+  void operator()(const Challenge& m) {
+    out["job"] = m.job;
+    out["nonce"] = m.nonce;
+    out["secret"] = m.secret;
+  }
+  void operator()(const Hello& m) {
+    out["job"] = m.job;
+    out["task"] = m.task.text();
+    out["host"] = m.host;
+    out["instance"] = m.instance;
+    out["supervised"] = m.supervised;
+    out["name"] = m.name;
+    out["addresses"] = m.addresses;
+    out["fingerprint"] = ordered_json::parse(to_json(m.fingerprint));
+    out["nonce"] = m.nonce;
+    out["proof"] = m.proof;
+  }
+  void operator()(const Accepted& m) {
+    out["proof"] = m.proof;
+    out["progress"] = progress_json(m.progress);
+  }
+  void operator()(const Refused& m) { out["reason"] = m.reason; }
+  void operator()(const Waiting& m) { out["progress"] = progress_json(m.progress); }
+  void operator()(const Start& m) {
+    out["supervised"] = m.supervised;
+    out["names_verified"] = m.names_verified;
+    out["environment_differences"] = m.environment_differences;
+    ordered_json members = ordered_json::array();
+    for (const auto& member : m.members) {
+      members.push_back({{"task", member.task.text()}, {"host", member.host}, {"name", member.name}, {"addresses", member.addresses}});
+    }
+    out["members"] = std::move(members);
+  }
+  void operator()(const Abort& m) {
+    out["code"] = m.code;
+    out["message"] = m.message;
+  }
+  void operator()(const Ping&) {}
+  void operator()(const Exit& m) { out["status"] = m.status; }
+  void operator()(const Done&) {}
+  void operator()(const Stop& m) {
+    out["task"] = m.task.text();
+    out["status"] = m.status;
+    out["message"] = m.message;
+  }
+};
+
+constexpr const char* type_names[] = {"challenge", "hello", "accepted", "refused", "waiting", "start",
+                                      "abort",     "ping",  "exit",     "done",    "stop"};
+static_assert(std::size(type_names) == std::variant_size_v<Message>);
+
+}  // namespace
+
+std::string_view message_type(const Message& message) { return type_names[message.index()]; }
+
+std::string encode(const Message& message) {
+  ordered_json out;
+  out["type"] = std::string(message_type(message));
+  std::visit(Encoder{out}, message);
+  return out.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+// --- Parsing
+
+namespace {
+
+constexpr std::size_t max_name = 253;  // a DNS name
+constexpr std::size_t max_text = 4096;
+constexpr std::size_t max_addresses = 64;
+constexpr std::size_t max_address = 64;
+constexpr std::size_t max_listed = 64;
+constexpr std::size_t max_listed_line = 65536;
+constexpr std::size_t max_members = 1'000'000;
+
+// Reads the fields of one message; the first problem is kept and turns the result into an error.
+class Fields {
+ public:
+  explicit Fields(const json& object) : object_(object) {}
+
+  const json* find(const char* key, bool (json::*is_kind)() const noexcept, const char* kind) {
+    auto it = object_.find(key);
+    if (it == object_.end()) return reject(key, "is missing");
+    if (!((*it).*is_kind)()) return reject(key, std::string("is not ") + kind);
+    return &*it;
+  }
+
+  std::string text(const char* key, std::size_t max_length) {
+    const json* value = find(key, &json::is_string, "a string");
+    if (!value) return "";
+    const auto& text = value->get_ref<const std::string&>();
+    if (text.size() > max_length) return reject(key, "is longer than " + std::to_string(max_length)), "";
+    return text;
+  }
+
+  // Lowercase hex of `min`..`max` characters (nonces, proofs, instance ids).
+  std::string hex(const char* key, std::size_t min, std::size_t max) {
+    std::string value = text(key, max);
+    bool ok = value.size() >= min && std::all_of(value.begin(), value.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); });
+    if (!problem && !ok) reject(key, "is not " + std::to_string(min) + ".." + std::to_string(max) + " hex digits");
+    return value;
+  }
+
+  int integer(const char* key, int min, int max) {
+    const json* value = find(key, &json::is_number_integer, "an integer");
+    if (!value) return 0;
+    // JSON integers arrive as signed or unsigned 64-bit; compared before narrowing.
+    bool in_range = value->is_number_unsigned()
+                        ? value->get<std::uint64_t>() <= static_cast<std::uint64_t>(max) && static_cast<std::int64_t>(value->get<std::uint64_t>()) >= min
+                        : value->get<std::int64_t>() >= min && value->get<std::int64_t>() <= max;
+    if (!in_range) return reject(key, "is outside " + std::to_string(min) + ".." + std::to_string(max)), 0;
+    return static_cast<int>(value->get<std::int64_t>());
+  }
+
+  bool flag(const char* key) {
+    const json* value = find(key, &json::is_boolean, "true or false");
+    return value && value->get<bool>();
+  }
+
+  std::vector<std::string> texts(const char* key, std::size_t max_items, std::size_t max_length) {
+    const json* value = find(key, &json::is_array, "a list");
+    std::vector<std::string> items;
+    if (!value) return items;
+    if (value->size() > max_items) return reject(key, "has more than " + std::to_string(max_items) + " items"), items;
+    for (const auto& item : *value) {
+      if (!item.is_string() || item.get_ref<const std::string&>().size() > max_length) {
+        return reject(key, "holds an item that is not a string of at most " + std::to_string(max_length) + " bytes"), items;
+      }
+      items.push_back(item.get<std::string>());
+    }
+    return items;
+  }
+
+  JobMember member(const char* key) {
+    std::string value = text(key, 32);
+    auto member = parse_member(value);
+    if (!problem && !member) reject(key, "is not a task such as worker:0");
+    return member.value_or(JobMember{});
+  }
+
+  BarrierProgress progress(const char* key) {
+    const json* value = find(key, &json::is_object, "an object");
+    BarrierProgress progress;
+    if (!value) return progress;
+    Fields inner(*value);
+    progress.present = inner.integer("present", 0, 1'000'000);
+    progress.total = inner.integer("total", 0, 1'000'000);
+    progress.missing = inner.texts("missing", max_listed, 32);
+    if (inner.problem) reject(key, *inner.problem);
+    return progress;
+  }
+
+  const json* reject(const char* key, const std::string& what) {
+    if (!problem) problem = std::string("'") + key + "' " + what;
+    return nullptr;
+  }
+
+  std::optional<std::string> problem;
+
+ private:
+  const json& object_;
+};
+
+Message parse_challenge(Fields& f) { return Challenge{f.hex("job", 16, 16), f.hex("nonce", 32, 64), f.flag("secret")}; }
+
+Message parse_hello(Fields& f) {
+  Hello hello;
+  hello.job = f.hex("job", 16, 16);
+  hello.task = f.member("task");
+  hello.host = f.text("host", max_name);
+  hello.instance = f.hex("instance", 8, 64);
+  hello.supervised = f.flag("supervised");
+  hello.name = f.text("name", max_name);
+  hello.addresses = f.texts("addresses", max_addresses, max_address);
+  if (const json* fingerprint = f.find("fingerprint", &json::is_object, "an object")) {
+    hello.fingerprint = fingerprint_from_json(fingerprint->dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  hello.nonce = f.hex("nonce", 0, 64);
+  hello.proof = f.hex("proof", 0, 64);
+  return hello;
+}
+
+Message parse_start(Fields& f) {
+  Start start;
+  start.supervised = f.flag("supervised");
+  start.names_verified = f.flag("names_verified");
+  start.environment_differences = f.texts("environment_differences", max_listed, max_listed_line);
+  const json* members = f.find("members", &json::is_array, "a list");
+  if (!members) return start;
+  if (members->size() > max_members) return f.reject("members", "has too many items"), start;
+  for (const auto& item : *members) {
+    if (!item.is_object()) return f.reject("members", "holds an item that is not an object"), start;
+    Fields m(item);
+    MemberInfo info{m.member("task"), m.text("host", max_name), m.text("name", max_name), m.texts("addresses", max_addresses, max_address)};
+    if (m.problem) return f.reject("members", "holds a bad task: " + *m.problem), start;
+    start.members.push_back(std::move(info));
+  }
+  return start;
+}
+
+Message parse_abort(Fields& f) {
+  Abort abort{f.integer("code", exit_code::peers_unresolved, exit_code::environment_mismatch), f.text("message", max_text)};
+  if (abort.code == exit_code::file_write) f.reject("code", "is not a start barrier's verdict");
+  return abort;
+}
+
+Message parse_stop(Fields& f) { return Stop{f.member("task"), f.integer("status", -1, 255), f.text("message", max_text)}; }
+
+std::optional<Message> parse_typed(std::string_view type, Fields& f) {
+  if (type == "challenge") return parse_challenge(f);
+  if (type == "hello") return parse_hello(f);
+  if (type == "accepted") return Accepted{f.hex("proof", 0, 64), f.progress("progress")};
+  if (type == "refused") return Refused{f.text("reason", max_text)};
+  if (type == "waiting") return Waiting{f.progress("progress")};
+  if (type == "start") return parse_start(f);
+  if (type == "abort") return parse_abort(f);
+  if (type == "ping") return Ping{};
+  if (type == "exit") return Exit{f.integer("status", 0, 255)};
+  if (type == "done") return Done{};
+  if (type == "stop") return parse_stop(f);
+  return std::nullopt;
+}
+
+bool allowed_from(const Message& message, Sender from) {
+  bool from_task = std::holds_alternative<Hello>(message) || std::holds_alternative<Ping>(message) || std::holds_alternative<Exit>(message);
+  return from == Sender::task ? from_task : !from_task || std::holds_alternative<Ping>(message);
+}
+
+}  // namespace
+
+Result<Message> parse_message(std::string_view line, Sender from) {
+  const std::size_t limit = from == Sender::task ? max_task_message : max_coordinator_message;
+  if (line.size() > limit) return make_error(protocol_violation, "a message over " + std::to_string(limit) + " bytes");
+  json object = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (object.is_discarded()) return make_error(protocol_violation, "a message that is not JSON (or not UTF-8)");
+  if (!object.is_object()) return make_error(protocol_violation, "a message that is not a JSON object");
+  auto type = object.find("type");
+  if (type == object.end() || !type->is_string()) return make_error(protocol_violation, "a message without a 'type'");
+  const std::string& name = type->get_ref<const std::string&>();
+  Fields fields(object);
+  auto message = parse_typed(name, fields);
+  if (!message) return make_error(protocol_violation, "a message of unknown type '" + name.substr(0, 32) + "'");
+  if (!allowed_from(*message, from)) {
+    return make_error(protocol_violation, "a '" + name + "' message from a " + (from == Sender::task ? "task" : "coordinator"));
+  }
+  if (fields.problem) return make_error(protocol_violation, "a bad '" + name + "' message: " + *fields.problem);
+  return *message;
+}
+
+Abort fitted_to_the_wire(Abort abort) {
+  static constexpr std::string_view rest = " ... (the rest in the coordinator's log)";
+  if (abort.message.size() > max_text) abort.message = abort.message.substr(0, max_text - rest.size()).append(rest);
+  return abort;
+}
+
+}  // namespace tfboot

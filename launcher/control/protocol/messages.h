@@ -1,0 +1,138 @@
+// The control channel's messages: their types, one-line JSON framing, encoding and validating
+// parser. Pure; the handshake, barrier and watches build on these (control_protocol.h lists all).
+//
+// One message is one line of compact JSON, {"type":"hello",...}. A connection goes:
+//   coordinator: challenge{job, nonce, secret}   (first, so a task learns early that it is misconfigured)
+//   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof}
+//   coordinator: accepted{proof, progress} | refused{reason}
+//   coordinator: waiting{progress} every heartbeat until start{...} | abort{code, message}
+//                (with names verified, the coordinator resolves every name between the two)
+//   after start: ping both ways; task: exit{status}; coordinator: done{} | stop{task, status, message}
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "plan/cluster.h"
+#include "base/error.h"
+#include "fingerprint/fingerprint.h"
+
+namespace tfboot {
+
+using Instant = std::chrono::steady_clock::time_point;
+
+struct JobMember {
+  TaskType type = TaskType::worker;
+  int index = 0;
+  std::string text() const { return task_name(type, index); }
+  friend bool operator==(const JobMember&, const JobMember&) = default;
+  friend auto operator<=>(const JobMember&, const JobMember&) = default;
+};
+// "worker:2" exactly as text() writes it; the wire has one spelling ("master:0" is refused).
+std::optional<JobMember> parse_member(std::string_view text);
+
+// A task says little; the coordinator's start will carry a table of every task's addresses.
+inline constexpr std::size_t max_task_message = 64 * 1024;
+inline constexpr std::size_t max_coordinator_message = 8 * 1024 * 1024;
+// A message that breaks the protocol closes its connection; this code never becomes an exit status.
+inline constexpr int protocol_violation = 1;
+
+// Splits a byte stream into lines; a line longer than the limit is an error (and the
+// connection is closed), so a peer cannot make us buffer without bound.
+class FrameReader {
+ public:
+  explicit FrameReader(std::size_t max_line) : max_line_(max_line) {}
+  Result<void> append(std::string_view bytes);
+  // The next complete line without its '\n', or nullopt until more bytes come.
+  std::optional<std::string> next();
+  bool empty() const { return buffer_.size() == start_; }
+
+ private:
+  std::size_t max_line_;
+  std::string buffer_;
+  std::size_t start_ = 0;    // where the next line begins
+  std::size_t scanned_ = 0;  // bytes from start_ known to hold no '\n'
+};
+
+struct BarrierProgress {
+  int present = 0;
+  int total = 0;
+  std::vector<std::string> missing;  // the first few, in cluster order
+};
+
+struct Challenge {
+  std::string job;
+  std::string nonce;
+  bool secret = false;  // the coordinator requires the shared secret
+};
+struct Hello {
+  std::string job;
+  JobMember task;
+  std::string host;
+  std::string instance;  // fresh for each start of tfboot: tells a reconnect from a second task
+  bool supervised = false;  // keeps the connection after the start (init mode)
+  std::string name;          // the DNS name as in TF_CONFIG
+  std::vector<std::string> addresses;
+  Fingerprint fingerprint;
+  std::string nonce;  // with a secret only
+  std::string proof;
+};
+struct Accepted {
+  std::string proof;  // with a secret only: the coordinator's proof
+  BarrierProgress progress;
+};
+struct Refused {
+  std::string reason;
+};
+struct Waiting {
+  BarrierProgress progress;
+};
+struct MemberInfo {
+  JobMember task;
+  std::string host;
+  std::string name;
+  std::vector<std::string> addresses;
+  friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
+};
+struct Start {
+  bool supervised = false;  // the coordinator keeps watching the job after the start
+  std::vector<std::string> environment_differences;
+  std::vector<MemberInfo> members;  // every task, in cluster order
+  // The coordinator resolved every member's name and found it pointing at its task; `addresses`
+  // are then the DNS answers (else what each task reported).
+  bool names_verified = false;
+};
+struct Abort {
+  int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved
+  std::string message;
+};
+// `abort` as a task accepts it: a message longer than the wire carries is cut, saying that the
+// rest is in the coordinator's log (which has the whole of it).
+Abort fitted_to_the_wire(Abort abort);
+struct Ping {};
+struct Exit {
+  int status = 0;
+};
+struct Done {};
+struct Stop {
+  JobMember task;
+  int status = 0;  // -1: the task was lost
+  std::string message;
+};
+using Message = std::variant<Challenge, Hello, Accepted, Refused, Waiting, Start, Abort, Ping, Exit, Done, Stop>;
+
+enum class Sender { task, coordinator };
+
+// "hello", "start", ...: the value of the "type" key.
+std::string_view message_type(const Message& message);
+// One line of JSON ending in '\n'. Invalid UTF-8 in our own strings is replaced, never thrown.
+std::string encode(const Message& message);
+// Validates everything before use: the types `from` may send, every field's type and range,
+// string lengths and list sizes, task names. Unknown keys are ignored. Never throws.
+Result<Message> parse_message(std::string_view line, Sender from);
+
+}  // namespace tfboot

@@ -1,0 +1,109 @@
+// The job after the start: the coordinator's JobMonitor and a task's CoordinatorWatch.
+#include "control/protocol/watch.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tfboot {
+
+std::string describe_status(int status) {
+  if (status < 0) return "lost";
+  if (status > exit_code::signal_base && status < exit_code::signal_base + 65) {
+    const char* name = sigabbrev_np(status - exit_code::signal_base);
+    return "signal " + std::string(name ? "SIG" + std::string(name) : std::to_string(status - exit_code::signal_base)) +
+           " (status " + std::to_string(status) + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now)
+    : self_(self), silent_after_(silent_after) {
+  for (const auto& task : tasks) tasks_.emplace(task.task, State{task.supervised, false, false, now});
+}
+
+JobDecision JobMonitor::fail(const JobMember& task, int status, const std::string& message) {
+  if (decided_) return {};
+  decided_ = true;
+  JobEvent event{JobEventKind::task_failed, task.text(), status, message};
+  return {{event}, Stop{task, status, message}};
+}
+
+JobDecision JobMonitor::on_message(const JobMember& from, const Message& message, Instant now) {
+  auto it = tasks_.find(from);
+  if (it == tasks_.end()) return {};
+  it->second.last_heard = now;
+  const Exit* exit = std::get_if<Exit>(&message);
+  if (!exit) return {};
+  it->second.exited = true;
+  // A task other than the coordinator finishing is normal (an evaluator, a worker done early).
+  if (exit->status == 0) return {};
+  return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status));
+}
+
+JobDecision JobMonitor::on_closed(const JobMember& from, const std::string& why, Instant) {
+  auto it = tasks_.find(from);
+  if (it == tasks_.end() || it->second.gone) return {};
+  it->second.gone = true;
+  if (it->second.exited || !it->second.supervised) return {};
+  return fail(from, -1, from.text() + " was lost: " + why);
+}
+
+JobDecision JobMonitor::on_tick(Instant now) {
+  for (auto& [task, state] : tasks_) {
+    if (state.gone || state.exited || !state.supervised || now - state.last_heard <= silent_after_) continue;
+    state.gone = true;
+    auto seconds = std::chrono::duration<double>(now - state.last_heard).count();
+    auto decision = fail(task, -1, task.text() + " was lost: silent for " + std::to_string(static_cast<int>(seconds)) + "s");
+    if (!decision.events.empty()) return decision;
+  }
+  return {};
+}
+
+JobDecision JobMonitor::on_own_exit(int status) {
+  if (decided_) return {};
+  if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status));
+  decided_ = true;
+  return {{}, Done{}};
+}
+
+Instant JobMonitor::next_deadline() const {
+  Instant next = Instant::max();
+  if (decided_) return next;
+  for (const auto& [task, state] : tasks_) {
+    if (!state.gone && !state.exited && state.supervised) next = std::min(next, state.last_heard + silent_after_);
+  }
+  return next;
+}
+
+CoordinatorWatch::CoordinatorWatch(JobMember coordinator, bool active, std::chrono::milliseconds silent_after, Instant now)
+    : coordinator_(coordinator), active_(active), silent_after_(silent_after), last_heard_(now) {}
+
+std::optional<JobEvent> CoordinatorWatch::decide(JobEvent event) {
+  if (decided_ || !active_) return std::nullopt;
+  decided_ = true;
+  return event;
+}
+
+std::optional<JobEvent> CoordinatorWatch::on_message(const Message& message, Instant now) {
+  last_heard_ = now;
+  if (std::holds_alternative<Done>(message)) {
+    return decide({JobEventKind::job_done, coordinator_.text(), 0, "the coordinator " + coordinator_.text() + " finished: the job is done"});
+  }
+  if (const Stop* stop = std::get_if<Stop>(&message)) return decide({JobEventKind::task_failed, stop->task.text(), stop->status, stop->message});
+  return std::nullopt;
+}
+
+std::optional<JobEvent> CoordinatorWatch::on_closed(const std::string& why) {
+  return decide({JobEventKind::coordinator_lost, coordinator_.text(), -1, "the coordinator " + coordinator_.text() + " was lost: " + why});
+}
+
+std::optional<JobEvent> CoordinatorWatch::on_tick(Instant now) {
+  if (now - last_heard_ <= silent_after_) return std::nullopt;
+  auto seconds = static_cast<int>(std::chrono::duration<double>(now - last_heard_).count());
+  return decide({JobEventKind::coordinator_lost, coordinator_.text(), -1,
+                 "the coordinator " + coordinator_.text() + " was lost: silent for " + std::to_string(seconds) + "s"});
+}
+
+Instant CoordinatorWatch::next_deadline() const { return decided_ || !active_ ? Instant::max() : last_heard_ + silent_after_; }
+
+}  // namespace tfboot

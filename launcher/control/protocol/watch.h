@@ -1,0 +1,85 @@
+// The job after the start, pure: the coordinator's JobMonitor (task exits and silences in,
+// events and broadcasts out) and a task's CoordinatorWatch. Time is passed in; control_link.cpp
+// feeds them from the sockets.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/protocol/messages.h"
+
+namespace tfboot {
+
+enum class JobEventKind { job_done, task_failed, coordinator_lost };
+struct JobEvent {
+  JobEventKind kind = JobEventKind::job_done;
+  std::string task;  // the task that failed, or the coordinator
+  int status = 0;    // the failed task's status; -1 when it was lost
+  std::string message;
+};
+
+struct JobDecision {
+  std::vector<JobEvent> events;        // for our own supervisor
+  std::optional<Message> broadcast;    // for every other task
+};
+
+// The coordinator's watch over the job: task exits and silences in, events and broadcasts out.
+// The first failure or the own command's end decides; later news is only logged by the caller.
+class JobMonitor {
+ public:
+  struct Watched {
+    JobMember task;
+    bool supervised;  // exec-mode tasks close their connection at exec: not a failure
+  };
+  JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now);
+  JobDecision on_message(const JobMember& from, const Message& message, Instant now);
+  JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
+  JobDecision on_tick(Instant now);
+  JobDecision on_own_exit(int status);
+  // When on_tick must next run; time_point::max() when nothing is watched.
+  Instant next_deadline() const;
+  bool decided() const { return decided_; }
+
+ private:
+  struct State {
+    bool supervised;
+    bool exited = false;
+    bool gone = false;
+    Instant last_heard;
+  };
+  JobDecision fail(const JobMember& task, int status, const std::string& message);
+
+  JobMember self_;
+  std::chrono::milliseconds silent_after_;
+  std::map<JobMember, State> tasks_;
+  bool decided_ = false;
+};
+
+// A task's watch over the coordinator after the start.
+class CoordinatorWatch {
+ public:
+  // `active` is false when the coordinator does not keep watching (it exec'd its command).
+  CoordinatorWatch(JobMember coordinator, bool active, std::chrono::milliseconds silent_after, Instant now);
+  std::optional<JobEvent> on_message(const Message& message, Instant now);
+  std::optional<JobEvent> on_closed(const std::string& why);
+  std::optional<JobEvent> on_tick(Instant now);
+  Instant next_deadline() const;
+  bool decided() const { return decided_; }
+
+ private:
+  std::optional<JobEvent> decide(JobEvent event);
+
+  JobMember coordinator_;
+  bool active_;
+  std::chrono::milliseconds silent_after_;
+  Instant last_heard_;
+  bool decided_ = false;
+};
+
+// "status 1", "signal 9 (status 137)", "lost".
+std::string describe_status(int status);
+
+}  // namespace tfboot

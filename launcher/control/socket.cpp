@@ -1,0 +1,218 @@
+// The control channel's sockets: Socket, Channel and the poll, listen, accept and connect steps.
+#include "control/socket.h"
+
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "plan/cluster.h"
+#include "base/log.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+// A peer that does not read what we send is cut off before we hold more than this for it.
+constexpr std::size_t max_queued_output = 2 * max_coordinator_message;
+
+std::string address_text(const sockaddr_storage& address) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    if (!::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host)) return "?";
+    port = ntohs(v4.sin_port);
+    return join_host_port(host, port);
+  }
+  const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
+  port = ntohs(v6.sin6_port);
+  // The dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; shown as the IPv4 they are.
+  if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) {
+    if (!::inet_ntop(AF_INET, &v6.sin6_addr.s6_addr[12], host, sizeof host)) return "?";
+    return join_host_port(host, port);
+  }
+  if (!::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host)) return "?";
+  return join_host_port(host, port);
+}
+
+// Bytes sent but not yet acknowledged by the peer; 0 when the kernel cannot tell.
+int unacknowledged(int fd) {
+  int bytes = 0;
+  return ::ioctl(fd, SIOCOUTQ, &bytes) == 0 ? bytes : 0;
+}
+
+Result<Socket> listen_on(int family, int port) {
+  Socket socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket) return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": socket"));
+  int on = 1;
+  int off = 0;
+  // A restarted coordinator must get its port back while old connections sit in TIME_WAIT.
+  if (::setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+      (family == AF_INET6 && ::setsockopt(socket.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)) {
+    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": setsockopt"));
+  }
+  sockaddr_storage address{};
+  socklen_t size = 0;
+  if (family == AF_INET6) {
+    auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
+    v6 = sockaddr_in6{.sin6_family = AF_INET6, .sin6_port = htons(static_cast<std::uint16_t>(port)), .sin6_addr = in6addr_any};
+    size = sizeof v6;
+  } else {
+    auto& v4 = reinterpret_cast<sockaddr_in&>(address);
+    v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
+    size = sizeof v4;
+  }
+  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), 128) != 0) {
+    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": cannot listen"));
+  }
+  return socket;
+}
+
+}  // namespace
+
+std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+// On Linux the descriptor is gone even when close() reports an error: nothing to retry.
+void Socket::reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Channel::send(const Message& message) {
+  if (broken()) return;
+  output_ += encode(message);
+  if (output_.size() - sent_ > max_queued_output) return fail("the peer does not read what we send");
+  flush();
+}
+
+void Channel::flush() {
+  while (has_output() && !broken()) {
+    ssize_t put = ::send(socket_.fd(), output_.data() + sent_, output_.size() - sent_, MSG_NOSIGNAL);
+    if (put >= 0) sent_ += static_cast<std::size_t>(put);
+    else if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    else if (errno != EINTR) fail(system_error("send"));
+  }
+  if (!has_output()) {
+    output_.clear();
+    sent_ = 0;
+  }
+}
+
+void Channel::receive(Instant now) {
+  char buffer[65536];
+  for (int round = 0; round < 16 && !broken(); ++round) {  // bounded, so one peer cannot starve the rest
+    ssize_t got = ::recv(socket_.fd(), buffer, sizeof buffer, 0);
+    if (got > 0) {
+      last_heard_ = now;
+      if (auto added = reader_.append({buffer, static_cast<std::size_t>(got)}); !added) fail(added.error().message);
+    } else if (got == 0) {
+      fail("connection closed by the peer");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      fail(system_error("receive"));
+    }
+  }
+}
+
+void Channel::shutdown_write() {
+  if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(system_error("shutdown"));
+}
+
+Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
+  auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+  int timeout = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0, 60'000));
+  if (::poll(fds.data(), fds.size(), timeout) >= 0) return {};
+  if (errno == EINTR) {
+    for (auto& fd : fds) fd.revents = 0;
+    return {};
+  }
+  return make_error(exit_code::resources, system_error("control channel: poll"));
+}
+
+short revents_of(const std::vector<pollfd>& fds, int fd) {
+  for (const auto& entry : fds) {
+    if (entry.fd == fd) return entry.revents;
+  }
+  return 0;
+}
+
+void deliver(const std::vector<Channel*>& channels, Instant until) {
+  while (SteadyClock::now() < until) {
+    std::vector<pollfd> fds;
+    for (Channel* channel : channels) {
+      channel->flush();
+      if (!channel->broken() && (channel->has_output() || unacknowledged(channel->fd()) > 0)) {
+        fds.push_back({channel->fd(), channel->events(), 0});
+      }
+    }
+    if (fds.empty() || !poll_until(fds, std::min(until, SteadyClock::now() + 20ms))) return;
+    for (Channel* channel : channels) {
+      if (revents_of(fds, channel->fd()) & (POLLIN | POLLHUP | POLLERR)) channel->receive(SteadyClock::now());
+    }
+  }
+}
+
+// Dual-stack where the host has IPv6, so that tasks reach us over either family; IPv4 otherwise.
+Result<Socket> open_listener(int port) {
+  auto socket = listen_on(AF_INET6, port);
+  if (socket) return socket;
+  if (auto v4 = listen_on(AF_INET, port)) return v4;
+  return socket;  // the first error says more than the fallback's
+}
+
+std::optional<std::pair<Socket, std::string>> accept_one(int listener) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &size, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) {
+    // EAGAIN: none left. A connection that died in the backlog or a lack of descriptors is
+    // logged and skipped: the listener stays, and the peer retries.
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log::debug("control channel: {}", system_error("accept"));
+    return std::nullopt;
+  }
+  return std::pair{Socket(fd), address_text(address)};
+}
+
+Result<Socket> start_connect(const std::string& host, int port) {
+  sockaddr_storage address{};
+  socklen_t size = 0;
+  auto& v4 = reinterpret_cast<sockaddr_in&>(address);
+  auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
+  if (::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) == 1) {
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(static_cast<std::uint16_t>(port));
+    size = sizeof v4;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) == 1) {
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(static_cast<std::uint16_t>(port));
+    size = sizeof v6;
+  } else {
+    return make_error(protocol_violation, "'" + host + "' is not a numeric address");
+  }
+  Socket socket(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!socket) return make_error(protocol_violation, system_error("socket"));
+  if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 && errno != EINPROGRESS) {
+    return make_error(protocol_violation, system_error("connect"));
+  }
+  return socket;
+}
+
+Result<void> connect_outcome(int fd) {
+  int error = 0;
+  socklen_t size = sizeof error;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return make_error(protocol_violation, system_error("getsockopt"));
+  if (error != 0) return make_error(protocol_violation, std::string("connect: ") + std::strerror(error));
+  return {};
+}
+
+}  // namespace tfboot

@@ -1,0 +1,112 @@
+// The control channel's sockets: an owned descriptor, a Channel that frames messages in and
+// queues them out, and the poll(2), listen, accept and connect steps around them. Every
+// descriptor is non-blocking and CLOEXEC; every system call is checked.
+#pragma once
+
+#include <poll.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/protocol/messages.h"
+#include "base/error.h"
+
+namespace tfboot {
+
+// A refused or finished peer gets this long to read our last message before the close.
+inline constexpr std::chrono::seconds linger{1};
+
+// "what: strerror(errno)".
+std::string system_error(const std::string& what);
+
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Socket& operator=(Socket&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~Socket() { reset(); }
+  int fd() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  void reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// One connection: lines in through a bounded FrameReader, messages out through a queue that is
+// written whenever the socket takes more.
+class Channel {
+ public:
+  Channel(Socket socket, std::string peer, std::size_t max_line, Instant now)
+      : socket_(std::move(socket)), peer_(std::move(peer)), reader_(max_line), last_heard_(now) {}
+
+  int fd() const { return socket_.fd(); }
+  const std::string& peer() const { return peer_; }
+  Instant last_heard() const { return last_heard_; }
+  bool broken() const { return problem_.has_value(); }
+  const std::string& problem() const { return *problem_; }
+  bool has_output() const { return sent_ < output_.size(); }
+  short events() const { return static_cast<short>(POLLIN | (has_output() ? POLLOUT : 0)); }
+
+  // Queues the message and writes what the socket takes now.
+  void send(const Message& message);
+  // Writes what is queued, as far as the socket takes it.
+  void flush();
+  // Reads what is there. Lines read stay available through next_line() after the peer closed
+  // or failed, so that a "done" just before a close is not lost.
+  void receive(Instant now);
+  std::optional<std::string> next_line() { return reader_.next(); }
+  // Our side is done: the peer reads what was sent, then sees the end.
+  void shutdown_write();
+  // Marks the channel broken; the first problem is kept.
+  void fail(std::string problem) {
+    if (!problem_) problem_ = std::move(problem);
+  }
+
+ private:
+  Socket socket_;
+  std::string peer_;
+  FrameReader reader_;
+  std::string output_;
+  std::size_t sent_ = 0;
+  std::optional<std::string> problem_;
+  Instant last_heard_;
+};
+
+// poll(2) until `until`; EINTR is a wake-up with nothing ready. Any other failure is
+// exit_code::resources.
+Result<void> poll_until(std::vector<pollfd>& fds, Instant until);
+
+// The revents poll(2) left for `fd` in `fds`; 0 when it is not there.
+short revents_of(const std::vector<pollfd>& fds, int fd);
+
+// Until everything queued on `channels` has been acknowledged by the peers, or `until`: a close
+// with unread input sends a reset, and a reset throws away what the peer has not yet received.
+// What arrives meanwhile stays buffered in the channels for whoever reads them next.
+void deliver(const std::vector<Channel*>& channels, Instant until);
+
+// The coordinator's listener on every address: dual-stack where the host has IPv6, IPv4
+// otherwise. An error is exit_code::resources naming --control-port.
+Result<Socket> open_listener(int port);
+
+// Accepts one pending connection with the peer's "host:port"; nullopt when none is pending.
+std::optional<std::pair<Socket, std::string>> accept_one(int listener);
+
+// A non-blocking connect to a numeric address; its outcome shows when the socket turns writable.
+Result<Socket> start_connect(const std::string& host, int port);
+
+// The connect's outcome, once the socket is writable.
+Result<void> connect_outcome(int fd);
+
+}  // namespace tfboot

@@ -1,0 +1,105 @@
+// A task's environment fingerprint, pure: the field table, the JSON form and the comparison
+// across tasks. Reading it from the files of the image is fingerprint_read.cpp.
+#include "fingerprint/fingerprint.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <nlohmann/json.hpp>
+
+namespace tfboot {
+
+const std::array<FingerprintField, 10> fingerprint_fields{{
+    {"tensorflow", &Fingerprint::tensorflow, true, false},
+    {"python", &Fingerprint::python, true, false},
+    {"cuda", &Fingerprint::cuda, true, false},
+    {"cudnn", &Fingerprint::cudnn, true, false},
+    {"nccl", &Fingerprint::nccl, true, false},
+    {"nvidia_driver", &Fingerprint::nvidia_driver, true, true},
+    {"gpus", &Fingerprint::gpus, true, true},
+    {"gpu_count", &Fingerprint::gpu_count, false, true},
+    {"visible_devices", &Fingerprint::visible_devices, false, true},
+    {"distributions", &Fingerprint::distributions, true, false},
+}};
+
+std::string clean_fingerprint_value(std::string_view text) {
+  std::string value;
+  for (char c : text) {
+    if (value.size() == max_fingerprint_value) break;
+    if (c >= 0x20 && c < 0x7f) value += c;
+  }
+  while (!value.empty() && value.back() == ' ') value.pop_back();
+  while (!value.empty() && value.front() == ' ') value.erase(0, 1);
+  return value.empty() ? std::string(fingerprint_absent) : value;
+}
+
+std::string to_json(const Fingerprint& fingerprint) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::object();
+  for (const auto& field : fingerprint_fields) json[std::string(field.name)] = fingerprint.*field.member;
+  return json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Fingerprint fingerprint_from_json(std::string_view text) {
+  Fingerprint fingerprint;
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object()) return fingerprint;
+  for (const auto& field : fingerprint_fields) {
+    auto it = json.find(std::string(field.name));
+    if (it != json.end() && it->is_string()) fingerprint.*field.member = clean_fingerprint_value(it->get_ref<const std::string&>());
+  }
+  return fingerprint;
+}
+
+namespace {
+
+// "worker:0,worker:1,worker:2,ps:0" -> "worker:0..2,ps:0": readable for thousands of tasks.
+std::string join_tasks(const std::vector<std::string>& tasks) {
+  std::string text;
+  for (std::size_t i = 0; i < tasks.size();) {
+    auto colon = tasks[i].rfind(':');
+    int index = -1;
+    if (colon != std::string::npos) {
+      const char* digits = tasks[i].data() + colon + 1;
+      const char* end = tasks[i].data() + tasks[i].size();
+      if (auto [stop, error] = std::from_chars(digits, end, index); error != std::errc() || stop != end) index = -1;
+    }
+    std::size_t run = 1;
+    while (index >= 0 && i + run < tasks.size() &&
+           tasks[i + run] == tasks[i].substr(0, colon + 1) + std::to_string(index + static_cast<int>(run))) {
+      ++run;
+    }
+    text += text.empty() ? "" : ",";
+    if (run >= 3) {
+      text += tasks[i] + ".." + tasks[i + run - 1].substr(colon + 1);
+      i += run;
+    } else {
+      text += tasks[i];
+      i += 1;
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<std::string> compare_fingerprints(const std::vector<std::pair<std::string, Fingerprint>>& by_task) {
+  std::vector<std::string> lines;
+  for (const auto& field : fingerprint_fields) {
+    if (!field.compared) continue;
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // value -> tasks, first seen first
+    for (const auto& [task, fingerprint] : by_task) {
+      const std::string& value = fingerprint.*field.member;
+      if (field.absent_is_fine && value == fingerprint_absent) continue;
+      auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& entry) { return entry.first == value; });
+      if (group == groups.end()) groups.push_back({value, {task}});
+      else group->second.push_back(task);
+    }
+    if (groups.size() < 2) continue;
+    std::string line = std::string(field.name) + ": ";
+    for (std::size_t i = 0; i < groups.size(); ++i) line += (i ? "; " : "") + groups[i].first + " on " + join_tasks(groups[i].second);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace tfboot

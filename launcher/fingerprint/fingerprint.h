@@ -1,0 +1,64 @@
+// A task's environment fingerprint: what must match across the tasks of one job (TensorFlow,
+// Python, CUDA, cuDNN, NCCL, NVIDIA driver, GPUs, installed distributions). Read from files only,
+// never by running Python, so it takes milliseconds (fingerprint_read.cpp); comparing and the JSON
+// form are pure (fingerprint.cpp).
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cli/options.h"
+
+namespace tfboot {
+
+inline constexpr std::string_view fingerprint_absent = "absent";
+// Values come from files and from the network; longer ones are cut.
+inline constexpr std::size_t max_fingerprint_value = 256;
+
+struct Fingerprint {
+  std::string tensorflow{fingerprint_absent};      // "2.16.1", or "2.16.1 (tensorflow-cpu)"
+  std::string python{fingerprint_absent};          // "3.11"
+  std::string cuda{fingerprint_absent};            // CUDA runtime, "12.2.2"
+  std::string cudnn{fingerprint_absent};           // "8.9.7"
+  std::string nccl{fingerprint_absent};            // "2.18.3"
+  std::string nvidia_driver{fingerprint_absent};   // "535.104.05"
+  std::string gpus{fingerprint_absent};            // distinct models, "Tesla T4"
+  std::string gpu_count{fingerprint_absent};       // "4"
+  std::string visible_devices{fingerprint_absent}; // "NVIDIA_VISIBLE_DEVICES=all"
+  std::string distributions{fingerprint_absent};   // "312 distributions, sha256 1a2b3c4d5e6f7a8b"
+};
+
+struct FingerprintField {
+  std::string_view name;
+  std::string Fingerprint::*member;
+  // Only these are compared across tasks: a different GPU count or device list is a choice.
+  bool compared;
+  // Facts of the node, not of the image: a CPU-only task (a parameter server) has no driver
+  // and no GPU, which is no mismatch.
+  bool absent_is_fine;
+};
+extern const std::array<FingerprintField, 10> fingerprint_fields;
+
+// A value as stored: characters outside printable ASCII dropped, spaces trimmed, cut to
+// max_fingerprint_value; "absent" when nothing is left. Files and peers' JSON both go through it.
+std::string clean_fingerprint_value(std::string_view text);
+
+// `root` prefixes every path read ("" in production; a fake tree in tests). `env` supplies PATH,
+// PYTHONPATH, HOME, LD_LIBRARY_PATH, NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.
+Fingerprint read_fingerprint(const Environment& env, const std::string& root = "");
+
+// One compact JSON object with the field names as keys, in the order of fingerprint_fields.
+std::string to_json(const Fingerprint& fingerprint);
+// Lenient, since a peer may be newer: unknown keys ignored; missing, non-string or unreadable
+// values "absent"; control characters dropped and values cut to max_fingerprint_value.
+Fingerprint fingerprint_from_json(std::string_view json);
+
+// One line per compared field whose values differ, values grouped by task in first-seen order:
+// "tensorflow: 2.16.1 on worker:0,worker:1; 2.17.0 on worker:2". Runs of three or more
+// consecutive tasks of a type are written "worker:0..7". `by_task` is in cluster order.
+std::vector<std::string> compare_fingerprints(const std::vector<std::pair<std::string, Fingerprint>>& by_task);
+
+}  // namespace tfboot

@@ -1,0 +1,219 @@
+// The job step of the flow: settings for the control channel, the barrier, and the link as the
+// supervisor sees it.
+#include "flow/job.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "control/auth.h"
+#include "fingerprint/fingerprint.h"
+#include "base/log.h"
+#include "flow/member_names.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+
+// chief:0 when the cluster has a chief, else worker:0 (TensorFlow's own choice of chief).
+std::optional<JobMember> coordinator_of(const Plan& plan) {
+  for (TaskType type : {TaskType::chief, TaskType::worker}) {
+    for (const auto& peer : plan.peers) {
+      if (peer.type == type && peer.index == 0) return JobMember{type, 0};
+    }
+  }
+  return std::nullopt;
+}
+
+const PeerAddress* peer_of(const Plan& plan, const JobMember& member) {
+  for (const auto& peer : plan.peers) {
+    if (peer.type == member.type && peer.index == member.index) return &peer;
+  }
+  return nullptr;
+}
+
+// The job is its cluster by name, as TF_CONFIG lists it with --address name: the same on every
+// task, whatever addresses each one's DNS gave.
+Result<std::string> job_id_of(const Options& options, const Plan& plan) {
+  Options by_name = options;
+  by_name.address = AddressMode::name;
+  by_name.print = true;  // the job id needs no check of the environment's size limit
+  auto text = make_tf_config_text(by_name, plan, {});
+  if (!text) return std::unexpected(text.error());
+  auto config = nlohmann::json::parse(*text, nullptr, false);
+  return job_id_of_cluster(config.is_object() ? config["cluster"].dump() : *text);
+}
+
+// A name that points elsewhere may be a stale record in a DNS cache: it is asked again for this
+// long (twice the TTL a default cluster DNS gives its records) before the start is aborted.
+constexpr auto stale_record_window = 60s;
+
+// On the coordinator, once every task is present: every name resolved once, then compared with
+// the addresses its task reported.
+Result<std::vector<MemberInfo>> verify_member_names(const Options& options, const HostFacts& facts,
+                                                    const std::vector<PeerAddress>& peers,
+                                                    const std::vector<MemberInfo>& members, Instant deadline) {
+  if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
+  deadline = std::min(deadline, std::chrono::steady_clock::now() + options.wait);
+  auto dns = resolve_peer_names(options, peers, facts, deadline);
+  if (!dns) return std::unexpected(dns.error());
+  auto check = check_member_names(members, dns->names);
+  const Instant give_up = std::min(deadline, std::chrono::steady_clock::now() + stale_record_window);
+  if (!check.mismatched.empty()) {
+    log::warn("start barrier: {}; asking again for up to {}s", check.problems,
+              std::chrono::ceil<std::chrono::seconds>(give_up - std::chrono::steady_clock::now()).count());
+  }
+  while (!check.mismatched.empty() && std::chrono::steady_clock::now() + 1s < give_up) {
+    std::this_thread::sleep_for(1s);
+    for (std::size_t i : check.mismatched) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      auto again = resolve_once(options, facts, peers[i], std::min<std::chrono::milliseconds>(left, 2s));
+      dns->names[i].resolved = again.has_value();
+      dns->names[i].addresses = again ? *again : std::vector<std::string>{};
+    }
+    check = check_member_names(members, dns->names);
+  }
+  if (!check.mismatched.empty()) {
+    return make_error(exit_code::peers_unresolved, "DNS names that do not point at their tasks (a stale record, or a wrong Service?): " + check.problems);
+  }
+  log::info("start barrier: every task's name resolves to that task");
+  return check.table;
+}
+
+Result<JobSettings> settings_for(const Options& options, const Plan& plan, const HostFacts& facts,
+                                 const std::optional<std::string>& secret, bool supervise) {
+  JobSettings settings;
+  auto job_id = job_id_of(options, plan);
+  if (!job_id) return std::unexpected(job_id.error());
+  settings.job_id = *job_id;
+  for (const auto& peer : plan.peers) settings.tasks.push_back(JobMember{peer.type, peer.index});
+  settings.self = JobMember{plan.identity.type, plan.identity.index};
+  settings.coordinator = *coordinator_of(plan);
+  settings.port = options.control_port;
+  settings.start_timeout = options.start_timeout;
+  settings.env_check = options.env_check;
+  settings.secret = secret;
+  settings.supervise = supervise;
+  settings.hostname = plan.hostname.name;
+  if (const PeerAddress* own = peer_of(plan, settings.self)) settings.own_name = own->name;
+  settings.own_addresses = routable_addresses(facts.interface_addresses);
+  const PeerAddress coordinator = *peer_of(plan, settings.coordinator);
+  // Asked again before each connection: a restarted coordinator pod comes back with a new IP.
+  settings.coordinator_addresses = [options, facts, coordinator]() { return resolve_once(options, facts, coordinator, 2s); };
+  if (options.wait.count() > 0) {
+    settings.verify_members = [options, facts, peers = plan.peers](const std::vector<MemberInfo>& members, Instant deadline) {
+      return verify_member_names(options, facts, peers, members, deadline);
+    };
+  }
+  return settings;
+}
+
+std::string summary_json(const JobSettings& settings, const Fingerprint& own, const StartInfo& start) {
+  nlohmann::ordered_json summary;
+  summary["job_id"] = settings.job_id;
+  summary["coordinator"] = settings.coordinator.text();
+  summary["control_port"] = settings.port;
+  summary["supervised"] = settings.supervise;
+  summary["tasks_present"] = start.members.size();
+  summary["names_resolved_by_coordinator"] = start.names_verified;
+  summary["fingerprint"] = nlohmann::ordered_json::parse(to_json(own), nullptr, false);
+  summary["environment_differences"] = start.environment_differences;
+  return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+class LinkChannel final : public JobChannel {
+ public:
+  explicit LinkChannel(JobLink& link) : link_(link) {}
+  void add_poll_fds(std::vector<pollfd>& fds) const override { link_.add_poll_fds(fds); }
+  std::chrono::steady_clock::time_point next_wakeup() const override { return link_.next_wakeup(); }
+  std::optional<JobOutcome> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) override {
+    for (const JobEvent& event : link_.process(fds, now)) {
+      if (event.kind == JobEventKind::job_done) return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
+      return JobOutcome{exit_code::job_stopped, "stopping: " + event.message};
+    }
+    return std::nullopt;
+  }
+  void report_exit(int exit_code) override {
+    link_.report_exit(exit_code);
+    link_.finish(5s);
+  }
+
+ private:
+  JobLink& link_;
+};
+
+}  // namespace
+
+Result<std::optional<std::string>> read_secret_if_given(const Options& options) {
+  if (!options.control_secret_file || options.control_port == 0) return std::optional<std::string>{};
+  auto secret = read_control_secret(*options.control_secret_file);
+  if (!secret) return std::unexpected(secret.error());
+  return std::optional<std::string>{*secret};
+}
+
+bool job_supervision_applies(const Options& options, const Plan& plan) {
+  return !options.print && options.control_port != 0 && plan.peers.size() > 1 && coordinator_of(plan) &&
+         peer_of(plan, JobMember{plan.identity.type, plan.identity.index});
+}
+
+std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan) {
+  const auto coordinator = coordinator_of(plan);
+  if (!coordinator || *coordinator == JobMember{plan.identity.type, plan.identity.index}) return {};
+  for (const auto& peer : plan.peers) {
+    if (JobMember{peer.type, peer.index} == *coordinator) return {peer};
+  }
+  return {};
+}
+
+std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers) {
+  const auto coordinator = coordinator_of(plan);
+  if (!coordinator || *coordinator == JobMember{plan.identity.type, plan.identity.index}) return std::nullopt;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (JobMember{peers[i].type, peers[i].index} == *coordinator) return i;
+  }
+  return std::nullopt;
+}
+
+std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
+                                           const std::vector<MemberInfo>& table) {
+  std::vector<NameStatus> answers;
+  for (const auto& peer : plan.peers) {
+    auto asked = std::ranges::find_if(own, [&](const NameStatus& status) { return status.name == peer.name && status.resolved; });
+    auto listed = std::ranges::find_if(table, [&](const MemberInfo& info) { return info.task == JobMember{peer.type, peer.index}; });
+    if (asked != own.end()) {
+      answers.push_back(*asked);
+    } else {
+      NameStatus status{.name = peer.name, .resolved = listed != table.end() && !listed->addresses.empty()};
+      if (status.resolved) status.addresses = listed->addresses;
+      answers.push_back(std::move(status));
+    }
+  }
+  return answers;
+}
+
+Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
+                                   const std::optional<std::string>& secret, bool supervise) {
+  auto made = settings_for(options, plan, facts, secret, supervise);
+  if (!made) return std::unexpected(made.error());
+  const JobSettings& settings = *made;
+  if (auto checked = check_job_settings(settings); !checked) return std::unexpected(checked.error());
+  const Fingerprint own = read_fingerprint(env);
+  log::info("joining job {} through coordinator {} on port {} ({} tasks)", settings.job_id, settings.coordinator.text(),
+            settings.port, settings.tasks.size());
+  auto link = join_job(settings, own);
+  if (!link) return std::unexpected(link.error());
+  JobMembership membership;
+  membership.joined = true;
+  membership.environment_differences = (*link)->start_info().environment_differences;
+  membership.summary_json = summary_json(settings, own, (*link)->start_info());
+  if ((*link)->start_info().names_verified) membership.verified_members = (*link)->start_info().members;
+  membership.link = std::move(*link);
+  return membership;
+}
+
+std::unique_ptr<JobChannel> make_job_channel(JobLink& link) { return std::make_unique<LinkChannel>(link); }
+
+}  // namespace tfboot

@@ -1,0 +1,57 @@
+// The job step of the flow: joining the job's control channel after the DNS wait (the start
+// barrier and the environment check), and the link the supervisor keeps afterwards
+// (README: Job supervision).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "control/control.h"
+#include "base/error.h"
+#include "plan/host_facts.h"
+#include "cli/options.h"
+#include "flow/peer_dns.h"
+#include "plan/plan.h"
+#include "process/process.h"
+
+namespace tfboot {
+
+struct JobMembership {
+  bool joined = false;      // the task went through the start barrier
+  std::unique_ptr<JobLink> link;  // null when the control channel is off for this task, or after exec
+  std::string summary_json;       // startup.json's "job" object, or "" when off
+  std::vector<std::string> environment_differences;
+  // The coordinator's table once it resolved every name and found each pointing at its task, in
+  // cluster order; empty when it did not (--wait 0 there, or no control channel).
+  std::vector<MemberInfo> verified_members;
+};
+
+// What can be checked before any lookup: the secret file (exit 2 when unusable).
+Result<std::optional<std::string>> read_secret_if_given(const Options& options);
+
+// Off for --print, --control-port 0, a job of one task, or one without chief or worker.
+bool job_supervision_applies(const Options& options, const Plan& plan);
+
+// The names a task resolves itself before the barrier when the control channel applies: the
+// coordinator's only, none on the coordinator (README: Job supervision). The coordinator
+// resolves every name, its own too, once every task is present; a name asked earlier, before
+// its record exists, would have its NXDOMAIN cached by the cluster DNS.
+std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan);
+// Where the coordinator is in `peers`, unless it is this task itself.
+std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vector<PeerAddress>& peers);
+
+// Blocks until the coordinator starts the job; exit 5 (barrier incomplete), 6 (environment
+// check failed), 3 (a name that does not resolve or points elsewhere, found by the coordinator),
+// 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
+Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
+                                   const std::optional<std::string>& secret, bool supervise);
+
+// One answer per peer in cluster order, from the coordinator's verified table, for TF_CONFIG
+// (--address ip) and startup.json. `own` holds the task's own lookups, by name; those are kept.
+std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
+                                           const std::vector<MemberInfo>& table);
+
+// The supervisor's view of the link: the job's decisions as exit codes and log lines.
+std::unique_ptr<JobChannel> make_job_channel(JobLink& link);
+
+}  // namespace tfboot

@@ -1,0 +1,186 @@
+// `tfboot local`: every task of --cluster as a process on this machine, supervised as one job.
+#include "flow/local.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "process/child_set.h"
+#include "plan/cluster.h"
+#include "plan/identity.h"
+#include "base/log.h"
+#include "task/task_files.h"
+#include "plan/tf_config.h"
+#include "version.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+using SteadyClock = std::chrono::steady_clock;
+
+// Once the coordinator's command has succeeded the others get this long to end by themselves
+// (the workers of a MultiWorkerMirroredStrategy job finish the same step) before SIGTERM.
+constexpr auto finish_window = 5s;
+
+struct LocalTask {
+  TaskType type;
+  int index;
+  std::string tf_config;
+  std::string log_dir;
+  std::string label() const { return "[" + task_name(type, index) + "] "; }
+};
+
+// Free ports on 127.0.0.1: every socket stays bound until all are chosen so no two tasks share one.
+Result<std::vector<int>> choose_free_ports(std::size_t count) {
+  std::vector<int> sockets, ports;
+  auto close_all = [&] {
+    for (int fd : sockets) ::close(fd);
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) sockets.push_back(fd);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      int saved = errno;
+      close_all();
+      return make_error(exit_code::resources, std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(saved));
+    }
+    ports.push_back(ntohs(address.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterSpec& spec, const std::string& log_root) {
+  std::vector<LocalTask> tasks;
+  for (TaskType type : all_task_types) {
+    for (int index = 0; index < spec.count(type); ++index) tasks.push_back({type, index, "", task_log_dir(log_root, type, index)});
+  }
+  auto ports = choose_free_ports(tasks.size());
+  if (!ports) return std::unexpected(ports.error());
+  std::vector<PeerAddress> peers;
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    peers.push_back(PeerAddress{tasks[i].type, tasks[i].index, "127.0.0.1", (*ports)[i], false});
+    addresses.push_back(join_host_port("127.0.0.1", (*ports)[i]));
+  }
+  for (LocalTask& task : tasks) {
+    TfConfig config = build_tf_config(peers, addresses, task.type, task.index, options.evaluator_in_cluster);
+    if (auto valid = validate_tf_config(config, "generated TF_CONFIG"); !valid) return std::unexpected(valid.error());
+    task.tf_config = to_json(config);
+  }
+  return tasks;
+}
+
+// Everything is written before anything starts, so an error leaves no task running.
+Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std::vector<std::string>& command) {
+  const double now = unix_seconds();
+  for (const LocalTask& task : tasks) {
+    StartupReport report{TFBOOT_VERSION_STRING, Identity{task.type, task.index, "tfboot local"}, "127.0.0.1", {}, {}, {}, {},
+                         task.tf_config, command, now, 0, now};
+    if (auto written = write_task_files(task.log_dir, report); !written) return std::unexpected(written.error());
+  }
+  return {};
+}
+
+// The job's rules, as job supervision applies them across pods (README: tfboot local).
+struct LocalJob {
+  ChildSet& children;
+  const std::vector<LocalTask>& tasks;
+  std::size_t coordinator;
+  std::chrono::milliseconds stop_grace;
+  std::optional<int> result;
+  // time_point::max(): not planned.
+  SteadyClock::time_point term_at = SteadyClock::time_point::max(), kill_at = SteadyClock::time_point::max();
+
+  void stop_now() {
+    children.signal_running(SIGTERM);
+    kill_at = std::min(kill_at, SteadyClock::now() + stop_grace);
+    term_at = SteadyClock::time_point::max();
+  }
+  void on_signal(int signal_number) {
+    if (signal_number != SIGTERM && signal_number != SIGINT && signal_number != SIGHUP) {
+      children.signal_running(signal_number);
+      return;
+    }
+    log::info("signal {}: stopping all tasks", signal_number);
+    if (!result) result = exit_code::signal_base + signal_number;
+    stop_now();
+  }
+  void on_exit(std::size_t child, int status) {
+    log::info("{}exited with status {}", tasks[child].label(), status);
+    if (result) return;
+    if (status != 0) {
+      result = status;
+      log::error("{}failed; stopping the other tasks", tasks[child].label());
+      stop_now();
+    } else if (child == coordinator && children.any_running()) {
+      result = exit_code::ok;
+      log::info("{}is done, and so is the job: the other tasks end within {}s", tasks[child].label(),
+                std::chrono::duration_cast<std::chrono::seconds>(finish_window).count());
+      term_at = SteadyClock::now() + finish_window;
+    }
+  }
+  void on_time() {
+    auto now = SteadyClock::now();
+    if (now >= term_at) stop_now();
+    if (now >= kill_at) {
+      children.signal_running(SIGKILL);
+      kill_at = SteadyClock::time_point::max();
+    }
+  }
+};
+
+int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace) {
+  // chief:0, else worker:0: the first task in TF_CONFIG order.
+  LocalJob job{children, tasks, 0, stop_grace};
+  std::vector<pollfd> none;
+  // Until every task's end has been handled, not just reaped: tasks that end together are
+  // reaped in one wake-up, and each one's status still counts (a failure among them decides).
+  while (children.any_running() || children.has_pending_events()) {
+    ChildSet::Event event = children.wait(std::min(job.term_at, job.kill_at), none);
+    if (event.kind == ChildSet::Event::Kind::signal) job.on_signal(event.signal_number);
+    if (event.kind == ChildSet::Event::Kind::exited) job.on_exit(event.child, event.exit_code);
+    job.on_time();
+  }
+  children.drain_output(1s);
+  return job.result.value_or(exit_code::ok);
+}
+
+}  // namespace
+
+Result<int> run_local(const Options& options, const Environment& /*env*/, const std::vector<std::string>& inherited) {
+  Setting cluster_setting = options.cluster.value_or(Setting{"worker=2", "default cluster"});
+  auto spec = parse_cluster_spec(cluster_setting);
+  if (!spec) return std::unexpected(spec.error());
+  const std::vector<std::string>& command = options.command.empty() ? default_command : options.command;
+  const std::string log_root = options.log_root ? options.log_root->value : "./logs";
+  auto tasks = plan_tasks(options, *spec, log_root);
+  if (!tasks) return std::unexpected(tasks.error());
+  if (auto written = write_all_task_files(*tasks, command); !written) return std::unexpected(written.error());
+
+  auto children = ChildSet::create(false);
+  if (!children) return std::unexpected(children.error());
+  log::info("starting {} tasks of {} on 127.0.0.1; logs under {}", tasks->size(), cluster_setting.value, log_root);
+  for (const LocalTask& task : *tasks) {
+    auto environment = task_environment(inherited, task.tf_config, task.log_dir, task.type, task.index);
+    // On failure the ChildSet's destructor stops and reaps the tasks already started.
+    if (auto started = (*children)->start(ChildSpec{command, environment, task.label()}); !started) {
+      return std::unexpected(started.error());
+    }
+  }
+  int result = supervise_tasks(**children, *tasks, options.stop_grace);
+  if (result == exit_code::ok) log::info("all {} tasks done; logs under {}", tasks->size(), log_root);
+  return result;
+}
+
+}  // namespace tfboot

@@ -1,0 +1,55 @@
+// The coordinator's check of the job's DNS names against what each task reported. Pure.
+#include "flow/member_names.h"
+
+#include <algorithm>
+
+namespace tfboot {
+namespace {
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
+bool points_at(const std::vector<std::string>& resolved, const std::vector<std::string>& reported) {
+  if (reported.empty()) return true;
+  return std::ranges::any_of(resolved, [&](const std::string& address) {
+    return is_loopback_address(address) || std::ranges::find(reported, address) != reported.end();
+  });
+}
+
+// The answers the task confirmed (in DNS order), so that --address ip never writes one it does
+// not have; all of them when none can be compared (loopback, a task without addresses).
+std::vector<std::string> confirmed(const std::vector<std::string>& resolved, const std::vector<std::string>& reported) {
+  std::vector<std::string> kept;
+  for (const auto& address : resolved) {
+    if (std::ranges::find(reported, address) != reported.end()) kept.push_back(address);
+  }
+  return kept.empty() ? resolved : kept;
+}
+
+}  // namespace
+
+MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved) {
+  MemberNameCheck check;
+  check.table = members;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const MemberInfo& member = members[i];
+    std::string problem;
+    if (i >= resolved.size() || !resolved[i].resolved) {
+      problem = member.name + " does not resolve" + (i < resolved.size() ? " (" + describe(resolved[i]) + ")" : "");
+      check.table[i].addresses.clear();
+    } else {
+      check.table[i].addresses = confirmed(resolved[i].addresses, member.addresses);
+      if (points_at(resolved[i].addresses, member.addresses)) continue;
+      problem = member.name + " resolves to " + joined(resolved[i].addresses) + ", but the task has " + joined(member.addresses);
+    }
+    check.mismatched.push_back(i);
+    std::string host = member.host.empty() ? "" : " on host '" + member.host + "'";
+    check.problems += (check.problems.empty() ? "" : "; ") + member.task.text() + host + ": " + problem;
+  }
+  return check;
+}
+
+}  // namespace tfboot

@@ -1,0 +1,27 @@
+// The coordinator's check of the job's DNS names once every task is present (README: Job
+// supervision, "DNS behind the barrier"): each task's name must resolve to an address that task
+// reported in its hello. Pure.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "control/protocol/messages.h"
+#include "dns/wait.h"
+
+namespace tfboot {
+
+struct MemberNameCheck {
+  std::vector<MemberInfo> table;        // the members, each with the addresses its name resolves to
+                                        // that its task has (all of them when none compares)
+  std::vector<std::size_t> mismatched;  // positions in `table` whose name does not point at its task
+  std::string problems;                 // one clause per mismatched member, for the log and the error
+};
+
+// `resolved[i]` answers for members[i].name. A name is right when one of its addresses is one its
+// task reported, when an address is loopback (nothing to compare it with: it is the asking host),
+// or when the task reported none.
+MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved);
+
+}  // namespace tfboot

@@ -1,0 +1,233 @@
+// The flow of README's first section, top to bottom: options, host facts, identity and peers,
+// DNS wait, TF_CONFIG, files, command. Each step is a named function; details live in modules.
+#include "flow/run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <new>
+
+#include <nlohmann/json.hpp>
+
+#include "process/child_set.h"
+#include "plan/host_facts.h"
+#include "flow/job.h"
+#include "flow/local.h"
+#include "base/log.h"
+#include "cli/options.h"
+#include "flow/peer_dns.h"
+#include "plan/plan.h"
+#include "process/process.h"
+#include "task/task_files.h"
+#include "version.h"
+
+namespace tfboot {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string command_text(const std::vector<std::string>& command) {
+  return nlohmann::json(command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// The PTR lookup and the peer wait share one --wait; the PTR gets at least a few seconds, as a
+// compose container's record may lag its start even with --wait 0.
+SteadyClock::time_point ptr_deadline(const Options& options, SteadyClock::time_point started) {
+  return started + std::max<std::chrono::milliseconds>(options.wait, std::chrono::seconds(5));
+}
+
+Result<std::optional<Setting>> find_ptr_name_if_needed(const Options& options, const HostFacts& facts,
+                                                       SteadyClock::time_point started) {
+  if (!needs_own_ptr_name(options)) return std::optional<Setting>{};
+  auto found = find_own_ptr_name(options, facts, ptr_deadline(options, started));
+  if (!found) return std::unexpected(found.error());
+  return std::optional<Setting>{*found};
+}
+
+void announce(const Plan& plan) {
+  log::set_task(plan.identity.task());
+  for (const auto& warning : plan.warnings) log::warn("{}", warning);
+  log::info("identity {} from {}", plan.identity.task(), plan.identity.source);
+  if (plan.suffix) log::info("peers are in Service {}", plan.suffix->text());
+}
+
+// Every peer's name; in a job with the control channel only the coordinator's, as the
+// coordinator resolves every name once all tasks are present. One answer per peer either way, in
+// cluster order (those not asked are not resolved).
+Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const HostFacts& facts,
+                               SteadyClock::time_point started) {
+  if (options.wait.count() == 0) {
+    log::info("DNS wait is off (--wait 0)");
+    return DnsResult{};
+  }
+  if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
+  auto peers = peers_to_resolve_before_the_barrier(plan);
+  if (peers.empty()) {
+    log::info("DNS: as the coordinator, resolving every name once all tasks are present");
+    return DnsResult{.names = answers_from_table(plan, {}, {})};
+  }
+  auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
+  if (dns) dns->names = answers_from_table(plan, dns->names, {});
+  return dns;
+}
+
+// After the start of a job with the control channel: the coordinator's verified table completes
+// the answers; without one (the coordinator ran with --wait 0) this task waits for every name
+// itself, as without the control channel.
+Result<void> complete_dns_after_the_start(const Options& options, const Plan& plan, const HostFacts& facts,
+                                          const JobMembership& job, DnsResult& dns) {
+  if (options.wait.count() == 0 || !job.joined) return {};
+  if (!job.verified_members.empty()) {
+    dns.names = answers_from_table(plan, dns.names, job.verified_members);
+    return {};
+  }
+  log::info("the coordinator did not resolve the job's names; resolving them here");
+  auto all = wait_for_peers(options, plan.peers, plan.identity, facts, SteadyClock::now() + options.wait);
+  if (!all) return std::unexpected(all.error());
+  dns.names = std::move(all->names);
+  return {};
+}
+
+int print_tf_config(const std::string& tf_config) {
+  std::printf("%s\n", tf_config.c_str());
+  std::fflush(stdout);
+  return exit_code::ok;
+}
+
+struct Launch {
+  std::vector<std::string> command;
+  std::vector<std::string> environment;
+};
+
+// From here a stop signal waits until the files are whole: the supervisor passes it on to the
+// command, or, for exec, it ends us just before the command would start.
+Result<Launch> write_files(const Options& options, const Plan& plan, const DnsResult& dns, const std::string& tf_config,
+                           const JobMembership& job, const std::vector<std::string>& inherited, double started_at) {
+  if (auto held = hold_stop_signals(); !held) return std::unexpected(held.error());
+  Launch launch{options.command.empty() ? default_command : options.command, {}};
+  const std::string log_dir =
+      task_log_dir(options.log_root ? options.log_root->value : "/logs", plan.identity.type, plan.identity.index);
+  StartupReport report{TFBOOT_VERSION_STRING, plan.identity, plan.hostname.name, plan.peers, dns.names, dns.servers,
+                       dns.warnings, tf_config, launch.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
+  for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
+  if (auto written = write_task_files(log_dir, report); !written) return std::unexpected(written.error());
+  log::info("log dir {}", log_dir);
+  launch.environment = task_environment(inherited, tf_config, log_dir, plan.identity.type, plan.identity.index);
+  return launch;
+}
+
+bool runs_as_init(const Options& options) { return options.init.value_or(::getpid() == 1); }
+
+Result<JobMembership> join_job_if_supervised(const Options& options, const Environment& env, const Plan& plan,
+                                             const HostFacts& facts, const std::optional<std::string>& secret) {
+  if (!job_supervision_applies(options, plan)) return JobMembership{};
+  return join_the_job(options, env, plan, facts, secret, runs_as_init(options));
+}
+
+Result<int> run_command(const Options& options, const Launch& launch, JobMembership& job) {
+  bool as_init = runs_as_init(options);
+  log::info("running {} ({})", command_text(launch.command), as_init ? "supervised as init" : "exec");
+  if (!as_init) {
+    job.link.reset();  // exec mode: only the start barrier applies
+    if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
+    return std::unexpected(exec_command(launch.command, launch.environment));
+  }
+  // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
+  auto children = ChildSet::create(::getpid() != 1);
+  if (!children) return std::unexpected(children.error());
+  std::unique_ptr<JobChannel> channel = job.link ? make_job_channel(*job.link) : nullptr;
+  auto status = supervise_command(**children, launch.command, launch.environment,
+                                  InitSettings{.stop_grace = options.stop_grace, .job = channel.get()});
+  if (!status || *status != exit_code::ok || !options.idle_when_done) return status;
+  log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
+  return idle_until_stopped();
+}
+
+Result<int> run_entrypoint(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {
+  const double started_at = unix_seconds();
+  const auto started = SteadyClock::now();
+  if (auto handlers = install_stop_handlers(); !handlers) return std::unexpected(handlers.error());
+  if (auto checked = check_options(options, env); !checked) return std::unexpected(checked.error());
+  const HostFacts facts = gather_host_facts(options);
+  auto secret = read_secret_if_given(options);
+  if (!secret) return std::unexpected(secret.error());
+  auto ptr_name = find_ptr_name_if_needed(options, facts, started);
+  if (!ptr_name) return std::unexpected(ptr_name.error());
+  auto plan = make_plan(options, env, facts, *ptr_name);
+  if (!plan) return std::unexpected(plan.error());
+  announce(*plan);
+  auto dns = wait_for_dns(options, *plan, facts, started);
+  if (!dns) return std::unexpected(dns.error());
+  auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
+  if (!tf_config) return std::unexpected(tf_config.error());
+  if (options.print) return print_tf_config(*tf_config);
+  auto job = join_job_if_supervised(options, env, *plan, facts, *secret);
+  if (!job) return std::unexpected(job.error());
+  if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
+  tf_config = make_tf_config_text(options, *plan, dns->names);
+  if (!tf_config) return std::unexpected(tf_config.error());
+  auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at);
+  if (!launch) return std::unexpected(launch.error());
+  return run_command(options, *launch, *job);
+}
+
+// The environment as a map for reading (the first of two equal keys wins, as getenv does) and
+// as the list of entries it is, passed on to the command without anything but ours replaced.
+struct ProcessEnvironment {
+  Environment map;
+  std::vector<std::string> entries;
+};
+
+ProcessEnvironment environment_from(char** envp) {
+  ProcessEnvironment env;
+  for (char** entry = envp; entry && *entry; ++entry) {
+    std::string_view text(*entry);
+    env.entries.emplace_back(text);
+    auto equals = text.find('=');
+    if (equals == std::string_view::npos) continue;
+    env.map.emplace(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
+  }
+  return env;
+}
+
+Result<int> run_mode(const Options& options, const ProcessEnvironment& env) {
+  switch (options.mode) {
+    case Mode::help: std::fputs(help_text().c_str(), stdout); return exit_code::ok;
+    case Mode::version: std::printf("tfboot %s\n", TFBOOT_VERSION_STRING); return exit_code::ok;
+    case Mode::local: return run_local(options, env.map, env.entries);
+    case Mode::entrypoint: return run_entrypoint(options, env.map, env.entries);
+  }
+  return exit_code::ok;
+}
+
+}  // namespace
+
+int run(int argc, char** argv, char** envp) {
+  log::start();
+  try {
+    std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+    const ProcessEnvironment env = environment_from(envp);
+    auto options = parse_options(args, env.map);
+    if (!options) {
+      log::error("{}", options.error().message);
+      return options.error().code;
+    }
+    log::configure(options->log_level, options->log_format);
+    auto outcome = run_mode(*options, env);
+    if (!outcome) {
+      log::error("{}", outcome.error().message);
+      return outcome.error().code;
+    }
+    return *outcome;
+  } catch (const std::bad_alloc&) {
+    log::write_from_signal_handler(log::Level::error, "out of memory (RLIMIT_AS or the container's memory limit?)");
+    return exit_code::resources;
+  } catch (const std::exception& error) {
+    log::error("internal error: {}", error.what());
+    return 1;
+  }
+}
+
+}  // namespace tfboot

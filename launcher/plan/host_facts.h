@@ -1,0 +1,44 @@
+// What this host says about itself, gathered once before any planning: the hostname, the pod's
+// /etc/hosts and /etc/resolv.conf, the interface addresses, the files in which a platform describes
+// the job. Local reads only, never the network; the plan is then a pure function of options,
+// environment and these facts.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+
+namespace tfboot {
+
+// Where SageMaker and Volcano write their description of the job (README: Identity).
+inline constexpr const char* sagemaker_resource_config_path = "/opt/ml/input/config/resourceconfig.json";
+inline constexpr const char* volcano_config_dir = "/etc/volcano";
+
+// Each file's text, nullopt when it is missing or not a readable regular file of at most 1 MiB.
+struct PlatformFiles {
+  std::optional<std::string> sagemaker_resource_config;
+  std::map<std::string, std::string> volcano_host_files;  // "worker.host" -> text, for the task types' names
+  std::string pod_info_dir;                               // --pod-info-dir, where the next two come from
+  std::optional<std::string> pod_labels;                  // <pod_info_dir>/labels
+  std::optional<std::string> pod_annotations;             // <pod_info_dir>/annotations
+};
+
+struct HostFacts {
+  std::string system_hostname;                   // gethostname(), "" when it fails
+  std::string hosts_file;                        // /etc/hosts, "" when missing or unreadable
+  std::string resolv_conf;                       // /etc/resolv.conf, likewise
+  std::vector<std::string> interface_addresses;  // numeric, IPv4 and IPv6, loopback included
+  PlatformFiles platform_files;
+};
+
+// `options` says where the pod-info files are (--pod-info-dir).
+HostFacts gather_host_facts(const Options& options);
+
+// Interface addresses that can name this host to others: neither loopback nor link-local,
+// IPv4 first (compose networks are IPv4 unless configured otherwise).
+std::vector<std::string> routable_addresses(const std::vector<std::string>& addresses);
+
+}  // namespace tfboot

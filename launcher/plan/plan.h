@@ -1,0 +1,48 @@
+// What this task will do, decided from options, environment and the host's facts before any
+// lookup: identity, peers, and later the TF_CONFIG text from the DNS wait's answers. Pure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/cluster.h"
+#include "dns/wait.h"
+#include "base/error.h"
+#include "plan/host_facts.h"
+#include "plan/identity.h"
+#include "cli/options.h"
+#include "plan/tf_config.h"
+
+namespace tfboot {
+
+// Linux refuses an environment string over 32 pages (MAX_ARG_STRLEN).
+inline constexpr std::size_t max_environment_string = 32 * 4096;
+
+struct Plan {
+  Hostname hostname;
+  Identity identity;
+  std::vector<PeerAddress> peers;  // every task, in TF_CONFIG order
+  std::optional<TfConfig> operator_config;  // adopted as it is
+  std::optional<DnsSuffix> suffix;          // the peers' Service, when known
+  std::vector<std::string> warnings;        // for the log
+};
+
+// Every check that needs only the options and the environment: flag combinations, the cluster
+// and port specs, an operator's TF_CONFIG. Runs before anything touches the network, so a usage
+// error never waits on it.
+Result<void> check_options(const Options& options, const Environment& env);
+
+// Whether the own PTR name is needed (--identity-from ptr without --task-index).
+bool needs_own_ptr_name(const Options& options);
+
+// `ptr_name`: the own PTR name when needs_own_ptr_name.
+Result<Plan> make_plan(const Options& options, const Environment& env, const HostFacts& facts,
+                       const std::optional<Setting>& ptr_name);
+
+// The task's TF_CONFIG, one line. `resolved` holds the DNS wait's answer per peer (needed for
+// --address ip), or is empty. Exit 2 when it fails TensorFlow's checks or, unless only printed,
+// exceeds what Linux allows in one environment string.
+Result<std::string> make_tf_config_text(const Options& options, const Plan& plan, const std::vector<NameStatus>& resolved);
+
+}  // namespace tfboot

@@ -1,0 +1,279 @@
+// The children tfboot supervises: fork/exec, signals through a signalfd, reaping, output copying.
+#include "process/child_set.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "process/process.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A line longer than this without a newline (a progress bar, binary output) is passed on in
+// pieces rather than held without limit.
+constexpr std::size_t max_partial_line = 64 * 1024;
+
+sigset_t supervised_signals() {
+  sigset_t set;
+  sigfillset(&set);
+  for (int own = 1; own < NSIG; ++own) {
+    if (is_own_signal(own) && own != SIGCHLD) sigdelset(&set, own);
+  }
+  return set;
+}
+
+std::unexpected<Error> system_error(const std::string& what, int error_number) {
+  return make_error(exit_code::resources, what + ": " + std::strerror(error_number));
+}
+
+int poll_timeout_ms(SteadyTime until) {
+  if (until == SteadyTime::max()) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
+}
+
+// In the forked child, before exec: nothing here may return to the parent's code.
+[[noreturn]] void exec_child(const ChildSpec& spec, int out_fd, int err_fd, bool take_terminal) {
+  ::setpgid(0, 0);
+  // Every signal is still blocked, so taking the terminal cannot stop us with SIGTTOU.
+  if (take_terminal && ::isatty(STDIN_FILENO)) ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
+  if (out_fd >= 0 && (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0)) ::_exit(exit_code::resources);
+  reset_signal_state();
+  auto argv = make_argv(spec.argv);
+  auto envp = make_argv(spec.environment);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  int saved = errno;
+  log::error("{}", exec_failure_message(spec.argv[0], saved));
+  ::_exit(exec_failure_code(saved));
+}
+
+}  // namespace
+
+bool is_own_signal(int signal_number) {
+  switch (signal_number) {
+    case SIGCHLD:
+    case SIGKILL:
+    case SIGSTOP:
+    case SIGSEGV:
+    case SIGBUS:
+    case SIGFPE:
+    case SIGILL:
+    case SIGTRAP:
+    case SIGSYS:
+    case SIGABRT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Result<std::unique_ptr<ChildSet>> ChildSet::create(bool subreaper) {
+  std::unique_ptr<ChildSet> set(new ChildSet());
+  sigset_t blocked = supervised_signals();
+  if (::sigprocmask(SIG_BLOCK, &blocked, &set->original_mask_) != 0) return system_error("sigprocmask failed", errno);
+  set->signal_fd_ = ::signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+  // From here the destructor restores the mask, whatever fails next.
+  if (set->signal_fd_ < 0) return system_error("signalfd failed", errno);
+  if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return system_error("prctl(PR_SET_CHILD_SUBREAPER) failed", errno);
+  return set;
+}
+
+ChildSet::~ChildSet() {
+  for (Child& child : children_) {
+    if (child.exit_code) continue;
+    ::kill(-child.pid, SIGKILL);
+    ::kill(child.pid, SIGKILL);
+    while (::waitpid(child.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (Child& child : children_) {
+    for (OutputStream* stream : {&child.out, &child.err}) {
+      if (stream->fd >= 0) ::close(stream->fd);
+    }
+  }
+  if (signal_fd_ >= 0) ::close(signal_fd_);
+  ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+}
+
+Result<std::size_t> ChildSet::start(const ChildSpec& spec) {
+  int out[2] = {-1, -1}, err[2] = {-1, -1};
+  auto close_pipes = [&] {
+    for (int fd : {out[0], out[1], err[0], err[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  bool capture = !spec.output_label.empty();
+  if (capture && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+    int saved = errno;
+    close_pipes();
+    return system_error("cannot create pipes for " + spec.output_label + "output", saved);
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int saved = errno;
+    close_pipes();
+    return system_error("cannot start '" + spec.argv.front() + "': fork failed", saved);
+  }
+  if (pid == 0) exec_child(spec, out[1], err[1], !capture);
+  // Also set here: whichever of parent and child runs first, the group exists before we signal it.
+  ::setpgid(pid, pid);
+  Child child{.pid = pid, .label = spec.output_label};
+  if (capture) {
+    ::close(out[1]);
+    ::close(err[1]);
+    child.out = {out[0], STDOUT_FILENO, {}};
+    child.err = {err[0], STDERR_FILENO, {}};
+  }
+  children_.push_back(std::move(child));
+  log::debug("started {} as pid {}", spec.argv.front(), pid);
+  return children_.size() - 1;
+}
+
+bool ChildSet::any_running() const {
+  return std::ranges::any_of(children_, [](const Child& child) { return !child.exit_code; });
+}
+
+void ChildSet::signal(std::size_t child, int signal_number) {
+  if (children_[child].exit_code) return;
+  // The group may be gone while the leader is a zombie not yet reaped; then the pid itself.
+  if (::kill(-children_[child].pid, signal_number) != 0) ::kill(children_[child].pid, signal_number);
+}
+
+void ChildSet::signal_running(int signal_number) {
+  for (std::size_t i = 0; i < children_.size(); ++i) signal(i, signal_number);
+}
+
+void ChildSet::reap() {
+  while (true) {
+    int status = 0;
+    pid_t ended = ::waitpid(-1, &status, WNOHANG);
+    if (ended <= 0) return;  // 0: some still running; ECHILD: none left
+    for (std::size_t i = 0; i < children_.size(); ++i) {
+      if (children_[i].pid != ended) continue;
+      children_[i].exit_code = status_to_exit_code(status);
+      pending_.push_back(Event{.kind = Event::Kind::exited, .child = i, .exit_code = *children_[i].exit_code});
+    }
+  }
+}
+
+void ChildSet::read_signals() {
+  signalfd_siginfo info{};
+  while (true) {
+    ssize_t n = ::read(signal_fd_, &info, sizeof info);
+    if (n != static_cast<ssize_t>(sizeof info)) return;  // EAGAIN: all read
+    int number = static_cast<int>(info.ssi_signo);
+    if (number == SIGCHLD) continue;  // reap() runs after every wake-up anyway
+    pending_.push_back(Event{.kind = Event::Kind::signal, .signal_number = number});
+  }
+}
+
+// Whole lines (ended by \n, or \r as progress bars do) get the label; only the new bytes are
+// scanned, and a partial line is bounded.
+void ChildSet::copy_output(OutputStream& stream, const std::string& label) {
+  char buffer[16384];
+  ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    if (!stream.partial.empty()) write_all(stream.target, label + stream.partial + "\n");
+    stream.partial.clear();
+    ::close(stream.fd);
+    stream.fd = -1;
+    return;
+  }
+  std::string lines;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+    if (buffer[i] != '\n' && buffer[i] != '\r') continue;
+    lines += label + stream.partial;
+    lines.append(buffer + begin, i + 1 - begin);
+    stream.partial.clear();
+    begin = i + 1;
+  }
+  stream.partial.append(buffer + begin, static_cast<std::size_t>(n) - begin);
+  if (stream.partial.size() >= max_partial_line) {
+    lines += label + stream.partial + "\n";
+    stream.partial.clear();
+  }
+  write_all(stream.target, lines);
+}
+
+void ChildSet::add_output_fds(std::vector<pollfd>& fds) const {
+  for (const Child& child : children_) {
+    for (const OutputStream* stream : {&child.out, &child.err}) {
+      if (stream->fd >= 0) fds.push_back({stream->fd, POLLIN, 0});
+    }
+  }
+}
+
+void ChildSet::handle_output(const std::vector<pollfd>& fds) {
+  for (const pollfd& entry : fds) {
+    if (!(entry.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    for (Child& child : children_) {
+      for (OutputStream* stream : {&child.out, &child.err}) {
+        if (stream->fd == entry.fd) copy_output(*stream, child.label);
+      }
+    }
+  }
+}
+
+ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
+  for (pollfd& entry : extra) entry.revents = 0;
+  while (pending_.empty()) {
+    std::vector<pollfd> fds = extra;
+    fds.push_back({signal_fd_, POLLIN, 0});
+    add_output_fds(fds);
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms(until));
+    if (ready < 0 && errno != EINTR && errno != EAGAIN) {
+      log::warn("poll failed: {}", std::strerror(errno));
+      ::usleep(10'000);  // never spin; the caller's deadlines still apply
+    }
+    if (ready > 0) {
+      handle_output(fds);
+      read_signals();
+    }
+    reap();
+    bool extra_ready = false;
+    for (std::size_t i = 0; i < extra.size(); ++i) {
+      extra[i].revents = ready > 0 ? fds[i].revents : 0;
+      extra_ready = extra_ready || extra[i].revents != 0;
+    }
+    if (pending_.empty() && extra_ready) return Event{.kind = Event::Kind::ready};
+    if (pending_.empty() && std::chrono::steady_clock::now() >= until) return Event{.kind = Event::Kind::timeout};
+  }
+  Event next = pending_.front();
+  pending_.pop_front();
+  return next;
+}
+
+void ChildSet::drain_output(std::chrono::milliseconds at_most) {
+  SteadyTime until = std::chrono::steady_clock::now() + at_most;
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<pollfd> fds;
+    add_output_fds(fds);
+    if (fds.empty()) return;
+    int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms(until));
+    if (ready < 0 && errno != EINTR) return;
+    if (ready > 0) handle_output(fds);
+  }
+}
+
+bool ChildSet::wait_for_group_to_end(std::size_t child, SteadyTime until) {
+  while (true) {
+    reap();
+    if (::kill(-children_[child].pid, 0) != 0 && errno == ESRCH) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    ::usleep(20'000);
+  }
+}
+
+}  // namespace tfboot

@@ -1,0 +1,105 @@
+// The children tfboot supervises, and the signal state it holds while it does. One type serves
+// init mode, `tfboot local` and job supervision: it owns the children, their output pipes, the
+// signal mask and the signalfd, and its destructor kills and reaps what is still running and
+// restores the mask, so no error path leaves a child or a blocked signal behind (the shape of
+// ninja's SubprocessSet).
+#pragma once
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <csignal>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace tfboot {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct ChildSpec {
+  std::vector<std::string> argv;
+  std::vector<std::string> environment;  // the command's whole environment, "KEY=value"
+  // Non-empty: stdout and stderr are captured and copied to ours line by line with this prefix
+  // ("[worker:0] "). Empty: the child shares our stdout, stderr and terminal.
+  std::string output_label;
+};
+
+// Signals an init must not pass on: SIGCHLD is ours, and the synchronous ones are about tfboot
+// itself (a fault in tfboot is not the command's business), as tini does.
+bool is_own_signal(int signal_number);
+
+class ChildSet {
+ public:
+  struct Event {
+    enum class Kind { signal, exited, ready, timeout };
+    Kind kind = Kind::timeout;
+    int signal_number = 0;  // Kind::signal
+    std::size_t child = 0;  // Kind::exited
+    int exit_code = 0;      // Kind::exited: the status, or 128+N when signal N ended it
+  };
+
+  // Blocks every signal but tfboot's own (they arrive through a signalfd from now on). With
+  // `subreaper`, orphans of the children are re-parented to us as they are to PID 1.
+  static Result<std::unique_ptr<ChildSet>> create(bool subreaper);
+  ~ChildSet();
+  ChildSet(const ChildSet&) = delete;
+  ChildSet& operator=(const ChildSet&) = delete;
+
+  // fork + exec in a process group of its own, with default signal dispositions and an empty
+  // mask. A command that cannot be executed ends with 127/126 as its exit code (a shell's rule);
+  // fork or pipe failures are errors here (exit_code::resources).
+  Result<std::size_t> start(const ChildSpec& spec);
+
+  bool running(std::size_t child) const { return !children_[child].exit_code; }
+  bool any_running() const;
+  // Events reaped but not yet returned by wait(): several children can end in one wake-up.
+  bool has_pending_events() const { return !pending_.empty(); }
+  std::optional<int> exit_code(std::size_t child) const { return children_[child].exit_code; }
+  pid_t pid(std::size_t child) const { return children_[child].pid; }
+
+  // To the child's whole process group; nothing once it has ended.
+  void signal(std::size_t child, int signal_number);
+  void signal_running(int signal_number);
+
+  // The next event: a signal for us, a child that ended, one of `extra` ready (its revents set),
+  // or `until` passed. Captured output is copied meanwhile; orphans are reaped silently.
+  Event wait(SteadyTime until, std::vector<pollfd>& extra);
+  // Copies what is still in the pipes of ended children, for at most `at_most` (a daemon the
+  // child left behind may hold a pipe open for ever).
+  void drain_output(std::chrono::milliseconds at_most);
+  // Until nothing is left in the ended child's process group (reaping as we go) or `until`.
+  bool wait_for_group_to_end(std::size_t child, SteadyTime until);
+
+ private:
+  struct OutputStream {
+    int fd = -1;
+    int target = -1;  // our stdout or stderr
+    std::string partial;
+  };
+  struct Child {
+    pid_t pid = -1;
+    std::string label;
+    std::optional<int> exit_code;
+    OutputStream out, err;
+  };
+
+  ChildSet() = default;
+  void reap();
+  void copy_output(OutputStream& stream, const std::string& label);
+  void read_signals();
+  void add_output_fds(std::vector<pollfd>& fds) const;
+  void handle_output(const std::vector<pollfd>& fds);
+
+  std::vector<Child> children_;
+  std::deque<Event> pending_;
+  int signal_fd_ = -1;
+  sigset_t original_mask_{};
+};
+
+}  // namespace tfboot

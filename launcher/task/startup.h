@@ -1,0 +1,51 @@
+// The contents of startup.json: what tfboot found out before running the command, and what an
+// earlier start in the same log dir left (README: Running the command). Pure.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/cluster.h"
+#include "dns/wait.h"
+#include "plan/identity.h"
+
+namespace tfboot {
+
+struct StartupReport {
+  std::string version;
+  Identity identity;
+  std::string hostname;
+  std::vector<PeerAddress> peers;
+  std::vector<NameStatus> resolution;  // one per peer when the DNS wait ran, else empty
+  std::vector<std::string> dns_servers;
+  std::vector<std::string> warnings;
+  std::string tf_config;
+  std::vector<std::string> command;  // passed on untouched; not always valid UTF-8
+  double started_at = 0;             // Unix seconds
+  double dns_wait_seconds = 0;
+  double written_at = 0;
+  std::string job_json;  // the job's control channel: a JSON object text, or empty when off
+};
+
+// What an earlier startup.json in the same log dir says, validated and bounded: a log dir on a
+// volume outlives restarts, and whatever it holds must never stop a start.
+struct PreviousStarts {
+  struct Start {
+    double started_at = 0;
+    std::string identity_source;
+  };
+  int restarts = 0;            // starts before this one
+  std::vector<Start> history;  // oldest first, at most max_history
+  std::optional<std::string> damage;  // why the earlier file was set aside, if it was
+};
+inline constexpr std::size_t max_history = 20;
+// The size beyond which an earlier startup.json is set aside unread.
+inline constexpr std::size_t max_previous_startup_json = 1024 * 1024;
+
+// nullopt: no earlier file. Text that is not an earlier report of ours is damage.
+PreviousStarts read_previous_starts(const std::optional<std::string>& text);
+
+std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous);
+
+}  // namespace tfboot

@@ -1,0 +1,33 @@
+// One place for what a task gets besides its command: its log dir with tf_config.json and
+// startup.json, and the TFBOOT_* variables of its environment. Used by entrypoint mode and by
+// `tfboot local` alike.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan/cluster.h"
+#include "base/error.h"
+#include "task/startup.h"
+
+namespace tfboot {
+
+// Now, as startup.json records times: seconds since the Unix epoch.
+double unix_seconds();
+
+// "<root>/<type>_<index>".
+std::string task_log_dir(const std::string& log_root, TaskType type, int index);
+
+// Creates the log dir and writes both files as one step. An earlier startup.json that is
+// damaged is set aside as startup.json.damaged.<unix time> with a warning (in the log and in
+// the new file). On failure, exit code 4, and neither a new file nor a directory created here
+// is left behind.
+Result<void> write_task_files(const std::string& log_dir, StartupReport report);
+
+// The command's environment: `inherited` ("KEY=value" entries as tfboot got them) without any
+// entry for TF_CONFIG, TFBOOT_LOG_DIR, TFBOOT_TASK_TYPE or TFBOOT_TASK_INDEX (an inherited
+// environment may hold one twice), then tfboot's values of those.
+std::vector<std::string> task_environment(const std::vector<std::string>& inherited, const std::string& tf_config,
+                                          const std::string& log_dir, TaskType type, int index);
+
+}  // namespace tfboot

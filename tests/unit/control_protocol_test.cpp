@@ -1,0 +1,434 @@
+// The control channel's pure side: framing, messages, handshake, start barrier and the watches
+// after the start, fed with byte strings and a simulated clock.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "control/auth.h"
+#include "control/protocol/protocol.h"
+#include "test_support.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+
+const Instant t0{std::chrono::seconds(1000)};
+const std::string job = "0123456789abcdef";
+
+JobMember member(const std::string& text) {
+  auto parsed = parse_member(text);
+  REQUIRE_MESSAGE(parsed, text);
+  return *parsed;
+}
+
+// The message as it comes back from the wire, or its error as text.
+std::string round_trip(const Message& message, Sender from) {
+  auto parsed = parse_message(std::string_view(encode(message)).substr(0, encode(message).size() - 1), from);
+  return parsed ? encode(*parsed) : "error: " + parsed.error().message;
+}
+
+std::string parse_error(const std::string& line, Sender from) {
+  auto parsed = parse_message(line, from);
+  return parsed ? "<parsed as " + std::string(message_type(*parsed)) + ">" : parsed.error().message;
+}
+
+Hello hello_from(const std::string& task, const std::string& host, const std::string& instance = "aaaaaaaa") {
+  Hello hello;
+  hello.job = job;
+  hello.task = member(task);
+  hello.host = host;
+  hello.instance = instance;
+  hello.supervised = true;
+  hello.name = host + ".svc";
+  hello.addresses = {"10.0.0.1"};
+  hello.fingerprint.tensorflow = "2.16.1";
+  return hello;
+}
+
+BarrierSettings barrier_settings(EnvCheck check = EnvCheck::warn) {
+  return BarrierSettings{job, {member("chief:0"), member("worker:0"), member("worker:1")}, hello_from("chief:0", "job-chief-0"), check, 10s};
+}
+
+}  // namespace
+
+TEST_CASE("control_protocol::parse_member") {
+  CHECK(parse_member("worker:2") == JobMember{TaskType::worker, 2});
+  CHECK(parse_member("evaluator:0") == JobMember{TaskType::evaluator, 0});
+  // The wire spells a task as logs and files do: cluster.h's task_name is the one writer.
+  CHECK(JobMember{TaskType::ps, 3}.text() == "ps:3");
+  CHECK(JobMember{TaskType::chief, 0}.text() == task_name(TaskType::chief, 0));
+  for (const std::string text : {"", "worker", "worker:", ":1", "master:0", "worker:02", "worker:-1", "worker:1 ", "gpu:0", "worker:1:2"}) {
+    CAPTURE(text);
+    CHECK_FALSE(parse_member(text).has_value());
+  }
+}
+
+TEST_CASE("control_protocol::FrameReader") {
+  SUBCASE("lines come out whole however the bytes are split") {
+    const std::string stream = "{\"type\":\"ping\"}\n\n{\"a\":1}\nrest";
+    for (std::size_t chunk : {1, 2, 7, 100}) {
+      CAPTURE(chunk);
+      FrameReader reader(64);
+      std::vector<std::string> lines;
+      for (std::size_t i = 0; i < stream.size(); i += chunk) {
+        REQUIRE(reader.append(std::string_view(stream).substr(i, chunk)));
+        while (auto line = reader.next()) lines.push_back(*line);
+      }
+      CHECK(lines == std::vector<std::string>{"{\"type\":\"ping\"}", "", "{\"a\":1}"});
+      CHECK_FALSE(reader.empty());  // "rest" waits for its newline
+    }
+  }
+  SUBCASE("a line over the limit is an error, one at the limit is not") {
+    FrameReader reader(8);
+    CHECK(reader.append("12345678\n"));
+    CHECK(reader.next() == "12345678");
+    CHECK(reader.empty());
+    CHECK(reader.append("1234"));
+    CHECK_FALSE(reader.next());
+    auto over = reader.append("56789");
+    CHECK(error_of(over) == "a message over 8 bytes");
+  }
+  SUBCASE("an oversized line followed by its newline in the same chunk is never handed out") {
+    FrameReader reader(4);
+    (void)reader.append("123456\nok\n");
+    CHECK(reader.next() == std::nullopt);
+    CHECK(reader.next() == "ok");
+  }
+}
+
+TEST_CASE("control_protocol::fitted_to_the_wire: any abort a coordinator sends is one a task accepts") {
+  // An environment check's differences, or the names that did not resolve, can list thousands of tasks.
+  const Abort long_one{exit_code::environment_mismatch, "environment check failed (--env-check fail): " + std::string(9000, 'w')};
+  auto parsed = parse_message(encode(fitted_to_the_wire(long_one)), Sender::coordinator);
+  REQUIRE_MESSAGE(parsed, error_of(parsed));
+  const Abort& abort = std::get<Abort>(*parsed);
+  CHECK(abort.code == exit_code::environment_mismatch);
+  CHECK(abort.message.size() == 4096);
+  CHECK(abort.message.starts_with("environment check failed (--env-check fail): www"));
+  CHECK(abort.message.ends_with("www ... (the rest in the coordinator's log)"));
+  CHECK_FALSE(parse_message(encode(long_one), Sender::coordinator));  // what it prevents
+  const Abort short_one{exit_code::start_barrier_incomplete, "missing worker:2"};
+  CHECK(fitted_to_the_wire(short_one).message == "missing worker:2");
+}
+
+TEST_CASE("control_protocol::encode and parse_message") {
+  SUBCASE("every message survives the wire unchanged") {
+    Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, {{member("chief:0"), "c", "c.svc", {"10.0.0.1", "fd00::1"}}}, true};
+    const std::vector<std::pair<Message, Sender>> messages{
+        {Challenge{job, std::string(32, 'a'), true}, Sender::coordinator},
+        {hello_from("worker:1", "job-worker-1"), Sender::task},
+        {Accepted{std::string(64, 'f'), {2, 3, {"worker:1"}}}, Sender::coordinator},
+        {Refused{"worker:1 is already present"}, Sender::coordinator},
+        {Waiting{{1, 3, {"worker:0", "worker:1"}}}, Sender::coordinator},
+        {start, Sender::coordinator},
+        {Abort{exit_code::environment_mismatch, "environment check failed"}, Sender::coordinator},
+        {Abort{exit_code::peers_unresolved, "worker:1: worker-1.train does not resolve"}, Sender::coordinator},
+        {Ping{}, Sender::coordinator},
+        {Ping{}, Sender::task},
+        {Exit{137}, Sender::task},
+        {Done{}, Sender::coordinator},
+        {Stop{member("worker:1"), -1, "worker:1 was lost"}, Sender::coordinator},
+    };
+    for (const auto& [message, from] : messages) {
+      CAPTURE(encode(message));
+      CHECK(round_trip(message, from) == encode(message));
+    }
+    CHECK(encode(Ping{}) == "{\"type\":\"ping\"}\n");
+    CHECK(encode(Exit{3}) == "{\"type\":\"exit\",\"status\":3}\n");
+  }
+
+  SUBCASE("our own invalid UTF-8 is replaced, not thrown") {
+    CHECK(encode(Refused{"bad \xff byte"}) == "{\"type\":\"refused\",\"reason\":\"bad \xEF\xBF\xBD byte\"}\n");
+  }
+
+  SUBCASE("unknown keys are ignored") {
+    auto parsed = parse_message(R"({"type":"exit","status":0,"later":{"x":[1,2]}})", Sender::task);
+    REQUIRE(parsed);
+    CHECK(std::get<Exit>(*parsed).status == 0);
+  }
+
+  SUBCASE("everything from the network is validated") {
+    struct Row {
+      const char* behaviour;
+      std::string line;
+      Sender from;
+      std::string error;
+    };
+    const std::string nonce(32, 'a');
+    const std::vector<Row> rows{
+        {"not JSON", "{\"type\":", Sender::task, "a message that is not JSON (or not UTF-8)"},
+        {"invalid UTF-8", "{\"type\":\"ping\",\"x\":\"\xff\"}", Sender::task, "a message that is not JSON (or not UTF-8)"},
+        {"not an object", "[1]", Sender::task, "a message that is not a JSON object"},
+        {"no type", "{\"status\":1}", Sender::task, "a message without a 'type'"},
+        {"type not a string", "{\"type\":1}", Sender::task, "a message without a 'type'"},
+        {"unknown type", "{\"type\":\"reboot\"}", Sender::task, "a message of unknown type 'reboot'"},
+        {"a task may not send start", R"({"type":"start","supervised":true,"environment_differences":[],"members":[]})", Sender::task,
+         "a 'start' message from a task"},
+        {"a coordinator may not send hello", encode(hello_from("worker:0", "w")), Sender::coordinator, "a 'hello' message from a coordinator"},
+        {"exit status over 255", R"({"type":"exit","status":256})", Sender::task, "a bad 'exit' message: 'status' is outside 0..255"},
+        {"exit status negative", R"({"type":"exit","status":-1})", Sender::task, "a bad 'exit' message: 'status' is outside 0..255"},
+        {"exit status huge", R"({"type":"exit","status":18446744073709551615})", Sender::task,
+         "a bad 'exit' message: 'status' is outside 0..255"},
+        {"exit status as a float", R"({"type":"exit","status":1.0})", Sender::task, "a bad 'exit' message: 'status' is not an integer"},
+        {"exit status missing", R"({"type":"exit"})", Sender::task, "a bad 'exit' message: 'status' is missing"},
+        {"abort with a code other than 3, 5 or 6", R"({"type":"abort","code":0,"message":"x"})", Sender::coordinator,
+         "a bad 'abort' message: 'code' is outside 3..6"},
+        {"abort with the code of a file error", R"({"type":"abort","code":4,"message":"x"})", Sender::coordinator,
+         "a bad 'abort' message: 'code' is not a start barrier's verdict"},
+        {"stop naming no task", R"({"type":"stop","task":"master:0","status":1,"message":"x"})", Sender::coordinator,
+         "a bad 'stop' message: 'task' is not a task such as worker:0"},
+        {"challenge with a short nonce", R"({"type":"challenge","job":")" + job + R"(","nonce":"abc","secret":false})", Sender::coordinator,
+         "a bad 'challenge' message: 'nonce' is not 32..64 hex digits"},
+        {"challenge with an uppercase job", R"({"type":"challenge","job":"0123456789ABCDEF","nonce":")" + nonce + R"(","secret":false})",
+         Sender::coordinator, "a bad 'challenge' message: 'job' is not 16..16 hex digits"},
+        {"secret not a boolean", R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":"yes"})",
+         Sender::coordinator, "a bad 'challenge' message: 'secret' is not true or false"},
+        {"host too long", R"({"type":"hello","job":")" + job + R"(","task":"worker:0","host":")" + std::string(254, 'h') + "\"}",
+         Sender::task, "a bad 'hello' message: 'host' is longer than 253"},
+        {"too many addresses", R"({"type":"hello","job":")" + job + R"(","task":"worker:0","host":"h","instance":"aaaaaaaa","supervised":true,"name":"n","addresses":[)" +
+                                   [] { std::string list; for (int i = 0; i < 65; ++i) list += (i ? ",\"a\"" : "\"a\""); return list; }() + "]}",
+         Sender::task, "a bad 'hello' message: 'addresses' has more than 64 items"},
+        {"fingerprint not an object", R"({"type":"hello","job":")" + job + R"(","task":"worker:0","host":"h","instance":"aaaaaaaa","supervised":true,"name":"n","addresses":[],"fingerprint":"2.16"})",
+         Sender::task, "a bad 'hello' message: 'fingerprint' is not an object"},
+        {"progress with a negative count", R"({"type":"waiting","progress":{"present":-1,"total":3,"missing":[]}})", Sender::coordinator,
+         "a bad 'waiting' message: 'progress' 'present' is outside 0..1000000"},
+        {"start member not an object", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[1]})",
+         Sender::coordinator, "a bad 'start' message: 'members' holds an item that is not an object"},
+        {"start member with a bad task", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[{"task":"x","host":"h","name":"n","addresses":[]}]})",
+         Sender::coordinator, "a bad 'start' message: 'members' holds a bad task: 'task' is not a task such as worker:0"},
+        {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
+         "a message over 65536 bytes"},
+    };
+    for (const auto& row : rows) {
+      CAPTURE(row.behaviour);
+      CHECK(parse_error(row.line, row.from) == row.error);
+    }
+  }
+
+  SUBCASE("a coordinator's message may be large (the start's table of tasks)") {
+    Start start{true, {}, {}};
+    for (int i = 0; i < 20000; ++i) start.members.push_back({JobMember{TaskType::worker, i}, "job-worker-" + std::to_string(i), "n", {"10.1.2.3"}});
+    std::string line = encode(start);
+    CHECK(line.size() > max_task_message);
+    auto parsed = parse_message(std::string_view(line).substr(0, line.size() - 1), Sender::coordinator);
+    REQUIRE_MESSAGE(parsed, error_of(parsed));
+    CHECK(std::get<Start>(*parsed).members.size() == 20000);
+  }
+}
+
+TEST_CASE("control_protocol::handshake") {
+  const Challenge challenge{job, std::string(32, 'c'), true};
+  Hello hello = hello_from("worker:0", "w");
+  hello.nonce = std::string(32, 'd');
+  hello.proof = task_proof("s3cret", challenge, hello);
+  const std::optional<std::string> secret = "s3cret";
+
+  SUBCASE("both sides prove the secret") {
+    CHECK(check_hello_proof(hello, challenge, secret));
+    Accepted accepted{coordinator_proof("s3cret", challenge, hello), {}};
+    CHECK(check_accepted(accepted, challenge, hello, secret));
+  }
+  SUBCASE("a wrong secret, a replayed proof or a reflected proof fails") {
+    Hello wrong = hello;
+    wrong.proof = task_proof("guess", challenge, hello);
+    CHECK(error_of(check_hello_proof(wrong, challenge, secret)) == "wrong proof of the shared secret");
+    Challenge fresh = challenge;
+    fresh.nonce = std::string(32, 'e');
+    CHECK_FALSE(check_hello_proof(hello, fresh, secret));  // a proof recorded for another challenge
+    Accepted reflected{hello.proof, {}};
+    CHECK(error_of(check_accepted(reflected, challenge, hello, secret)) == "the coordinator's proof of the shared secret is wrong");
+    Hello unproven = hello;
+    unproven.nonce.clear();
+    unproven.proof.clear();
+    CHECK(error_of(check_hello_proof(unproven, challenge, secret)) == "no nonce in the hello although a secret is required");
+  }
+  SUBCASE("without a secret nothing is checked") {
+    CHECK(check_hello_proof(hello_from("worker:0", "w"), challenge, std::nullopt));
+    CHECK(check_accepted(Accepted{}, challenge, hello, std::nullopt));
+  }
+  SUBCASE("the task checks the coordinator's job and secret setting") {
+    CHECK(check_challenge(challenge, job, true));
+    CHECK(error_of(check_challenge(challenge, "fedcba9876543210", true)) ==
+          "the coordinator serves job 0123456789abcdef, not ours (fedcba9876543210): another job, or a cluster of another size");
+    CHECK(error_of(check_challenge(challenge, job, false)) == "the coordinator requires the shared secret; set --control-secret-file");
+    CHECK(error_of(check_challenge(Challenge{job, challenge.nonce, false}, job, true)) ==
+          "the coordinator has no shared secret but we do; set --control-secret-file on every task");
+  }
+}
+
+TEST_CASE("control_protocol::StartBarrier") {
+  StartBarrier barrier(barrier_settings());
+
+  SUBCASE("complete when every task is present, the coordinator counting itself") {
+    CHECK_FALSE(barrier.complete());
+    CHECK(barrier.progress().present == 1);
+    CHECK(barrier.progress().missing == std::vector<std::string>{"worker:0", "worker:1"});
+    CHECK(barrier.on_hello(1, hello_from("worker:0", "w0"), "10.0.0.2:4000", t0).accepted);
+    CHECK_FALSE(barrier.complete());
+    CHECK(barrier.on_hello(2, hello_from("worker:1", "w1"), "10.0.0.3:4000", t0).accepted);
+    CHECK(barrier.complete());
+    CHECK(barrier.progress().present == 3);
+    CHECK(barrier.present_tasks().size() == 2);
+    auto start = std::get<Start>(barrier.decide(true));
+    CHECK(start.members.size() == 3);
+    CHECK(start.members[2].host == "w1");
+    CHECK(start.environment_differences.empty());
+  }
+  SUBCASE("refusals name their reason") {
+    Hello other = hello_from("worker:0", "w0");
+    other.job = "fedcba9876543210";
+    CHECK(barrier.on_hello(1, other, "p", t0).reason ==
+          "job fedcba9876543210 is not this job (0123456789abcdef): another job, or a cluster of another size");
+    CHECK(barrier.on_hello(1, hello_from("worker:5", "w5"), "p", t0).reason == "worker:5 is not a task of this job's cluster");
+    CHECK(barrier.on_hello(1, hello_from("chief:0", "impostor"), "p", t0).reason == "chief:0 is the coordinator itself, host 'job-chief-0'");
+    CHECK(barrier.progress().present == 1);
+  }
+  SUBCASE("a second live hello is refused naming both hosts") {
+    REQUIRE(barrier.on_hello(1, hello_from("worker:0", "w0", "11111111"), "10.0.0.2:4000", t0).accepted);
+    auto verdict = barrier.on_hello(2, hello_from("worker:0", "w0-copy", "22222222"), "10.0.0.9:5000", t0 + 9s);
+    CHECK_FALSE(verdict.accepted);
+    CHECK(verdict.reason == "worker:0 is already present from host 'w0' (10.0.0.2:4000); refused the second hello from host 'w0-copy' (10.0.0.9:5000)");
+  }
+  SUBCASE("the same instance reconnecting replaces its old connection") {
+    REQUIRE(barrier.on_hello(1, hello_from("worker:0", "w0", "11111111"), "p", t0).accepted);
+    auto verdict = barrier.on_hello(2, hello_from("worker:0", "w0", "11111111"), "p", t0 + 1s);
+    CHECK(verdict.accepted);
+    CHECK(verdict.replaced == ConnectionId{1});
+  }
+  SUBCASE("a new instance replaces a dead (silent) one") {
+    REQUIRE(barrier.on_hello(1, hello_from("worker:0", "w0", "11111111"), "p", t0).accepted);
+    barrier.on_heard(1, t0 + 5s);
+    CHECK(barrier.silent(t0 + 15s).empty());
+    CHECK(barrier.silent(t0 + 15s + 1ms) == std::vector<ConnectionId>{1});
+    auto verdict = barrier.on_hello(2, hello_from("worker:0", "w0", "22222222"), "p", t0 + 15s + 1ms);
+    CHECK(verdict.accepted);
+    CHECK(verdict.replaced == ConnectionId{1});
+  }
+  SUBCASE("a closed connection frees its task, whose last error is reported") {
+    REQUIRE(barrier.on_hello(1, hello_from("worker:0", "w0"), "p", t0).accepted);
+    barrier.on_closed(1, "connection closed by the peer");
+    barrier.note_problem(member("worker:1"), "wrong proof of the shared secret from 10.0.0.3:4000");
+    CHECK(barrier.progress().present == 1);
+    CHECK(barrier.missing_report() ==
+          "worker:0 (host 'w0': connection closed by the peer), worker:1 (never said hello: wrong proof of the shared secret from 10.0.0.3:4000)");
+    CHECK(barrier.on_hello(3, hello_from("worker:0", "w0", "33333333"), "p", t0 + 1s).accepted);
+    barrier.on_closed(1, "late news of the old connection");  // no longer the task's connection
+    CHECK(barrier.progress().present == 2);
+  }
+  SUBCASE("the report of missing tasks is bounded") {
+    CHECK(barrier.missing_report(1) == "worker:0 (never said hello) and 1 more");
+  }
+  SUBCASE("environment check: warn lists differences, fail aborts, off ignores") {
+    for (EnvCheck check : {EnvCheck::warn, EnvCheck::fail, EnvCheck::off}) {
+      StartBarrier checked(barrier_settings(check));
+      Hello newer = hello_from("worker:1", "w1");
+      newer.fingerprint.tensorflow = "2.17.0";
+      checked.on_hello(1, hello_from("worker:0", "w0"), "p", t0);
+      checked.on_hello(2, newer, "p", t0);
+      REQUIRE(checked.complete());
+      auto decision = checked.decide(true);
+      const std::string line = "tensorflow: 2.16.1 on chief:0,worker:0; 2.17.0 on worker:1";
+      if (check == EnvCheck::warn) CHECK(std::get<Start>(decision).environment_differences == std::vector<std::string>{line});
+      if (check == EnvCheck::off) CHECK(std::get<Start>(decision).environment_differences.empty());
+      if (check == EnvCheck::fail) {
+        CHECK(std::get<Abort>(decision).code == exit_code::environment_mismatch);
+        CHECK(std::get<Abort>(decision).message == "environment check failed (--env-check fail): " + line);
+      }
+    }
+  }
+}
+
+TEST_CASE("control_protocol::JobMonitor") {
+  JobMonitor monitor(member("chief:0"), {{member("worker:0"), true}, {member("worker:1"), true}, {member("ps:0"), false}}, 10s, t0);
+
+  SUBCASE("a task finishing with 0 is no failure; the coordinator's 0 ends the job") {
+    auto decision = monitor.on_message(member("worker:0"), Exit{0}, t0 + 1s);
+    CHECK(decision.events.empty());
+    CHECK_FALSE(decision.broadcast);
+    CHECK(monitor.on_closed(member("worker:0"), "closed", t0 + 2s).events.empty());
+    auto done = monitor.on_own_exit(0);
+    CHECK(done.events.empty());
+    REQUIRE(done.broadcast);
+    CHECK(std::holds_alternative<Done>(*done.broadcast));
+    CHECK(monitor.decided());
+  }
+  SUBCASE("a task failing stops the job, once") {
+    auto decision = monitor.on_message(member("worker:1"), Exit{137}, t0 + 1s);
+    REQUIRE(decision.events.size() == 1);
+    CHECK(decision.events[0].kind == JobEventKind::task_failed);
+    CHECK(decision.events[0].task == "worker:1");
+    CHECK(decision.events[0].status == 137);
+    CHECK(decision.events[0].message == "worker:1 failed with signal SIGKILL (status 137)");
+    REQUIRE(decision.broadcast);
+    CHECK(encode(*decision.broadcast) == "{\"type\":\"stop\",\"task\":\"worker:1\",\"status\":137,\"message\":\"worker:1 failed with signal SIGKILL (status 137)\"}\n");
+    CHECK(monitor.on_message(member("worker:0"), Exit{143}, t0 + 2s).events.empty());
+    CHECK_FALSE(monitor.on_own_exit(143).broadcast);
+  }
+  SUBCASE("the coordinator's own failure is told to every task") {
+    auto decision = monitor.on_own_exit(1);
+    REQUIRE(decision.broadcast);
+    CHECK(std::get<Stop>(*decision.broadcast).message == "chief:0 failed with status 1");
+    CHECK(decision.events.size() == 1);
+  }
+  SUBCASE("a supervised task silent too long is lost; an exec-mode task is not watched") {
+    CHECK(monitor.next_deadline() == t0 + 10s);
+    monitor.on_message(member("worker:0"), Ping{}, t0 + 5s);
+    CHECK(monitor.on_tick(t0 + 10s).events.empty());
+    auto decision = monitor.on_tick(t0 + 10s + 1ms);
+    REQUIRE(decision.events.size() == 1);
+    CHECK(decision.events[0].message == "worker:1 was lost: silent for 10s");
+    CHECK(decision.events[0].status == -1);
+    CHECK(monitor.next_deadline() == Instant::max());
+  }
+  SUBCASE("a supervised task's connection closing without an exit report is a loss") {
+    CHECK(monitor.on_closed(member("ps:0"), "closed", t0).events.empty());  // exec mode: gone at exec
+    auto decision = monitor.on_closed(member("worker:0"), "connection reset", t0 + 1s);
+    REQUIRE(decision.events.size() == 1);
+    CHECK(decision.events[0].message == "worker:0 was lost: connection reset");
+  }
+}
+
+TEST_CASE("control_protocol::CoordinatorWatch") {
+  CoordinatorWatch watch(member("chief:0"), true, 10s, t0);
+  SUBCASE("done is the job's end") {
+    auto event = watch.on_message(Done{}, t0 + 1s);
+    REQUIRE(event);
+    CHECK(event->kind == JobEventKind::job_done);
+    CHECK(event->message == "the coordinator chief:0 finished: the job is done");
+    CHECK_FALSE(watch.on_closed("closed"));  // decided once
+  }
+  SUBCASE("stop names the failed task") {
+    auto event = watch.on_message(Stop{member("worker:3"), 1, "worker:3 failed with status 1"}, t0);
+    REQUIRE(event);
+    CHECK(event->kind == JobEventKind::task_failed);
+    CHECK(event->task == "worker:3");
+    CHECK(event->status == 1);
+  }
+  SUBCASE("silence or a closed connection loses the coordinator") {
+    watch.on_message(Ping{}, t0 + 3s);
+    CHECK(watch.next_deadline() == t0 + 13s);
+    CHECK_FALSE(watch.on_tick(t0 + 13s));
+    auto event = watch.on_tick(t0 + 13s + 1ms);
+    REQUIRE(event);
+    CHECK(event->kind == JobEventKind::coordinator_lost);
+    CHECK(event->message == "the coordinator chief:0 was lost: silent for 10s");
+  }
+  SUBCASE("a coordinator that exec'd its command is not watched") {
+    CoordinatorWatch inactive(member("chief:0"), false, 10s, t0);
+    CHECK_FALSE(inactive.on_closed("closed"));
+    CHECK_FALSE(inactive.on_tick(t0 + 1h));
+    CHECK(inactive.next_deadline() == Instant::max());
+  }
+}
+
+TEST_CASE("control_protocol::describe_status") {
+  CHECK(describe_status(0) == "status 0");
+  CHECK(describe_status(1) == "status 1");
+  CHECK(describe_status(143) == "signal SIGTERM (status 143)");
+  CHECK(describe_status(-1) == "lost");
+  CHECK(describe_status(255) == "status 255");
+}
+
+}  // namespace tfboot

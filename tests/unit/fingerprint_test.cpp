@@ -1,0 +1,225 @@
+// The environment fingerprint: read from a fake file tree, compared across tasks, sent as JSON.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "fingerprint/fingerprint.h"
+
+namespace tfboot {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fake image under a fresh directory in /tmp, removed at the end of the test.
+struct FakeTree {
+  std::string root;
+  FakeTree() {
+    std::string pattern = "/tmp/tfboot-fingerprint-test-XXXXXX";
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    root = pattern;
+  }
+  ~FakeTree() {
+    std::error_code ignored;
+    fs::remove_all(root, ignored);
+  }
+  void file(const std::string& path, const std::string& content = "") const {
+    fs::create_directories(fs::path(root + path).parent_path());
+    std::ofstream out(root + path, std::ios::binary);
+    out << content;
+    REQUIRE(out.good());
+  }
+  void link(const std::string& path, const std::string& target) const {
+    fs::create_directories(fs::path(root + path).parent_path());
+    fs::create_symlink(target, root + path);
+  }
+  void distribution(const std::string& dir, const std::string& entry, const std::string& name, const std::string& version) const {
+    file(dir + "/" + entry + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\nSummary: x\n\nName: not-a-header\n");
+  }
+  // Debian's Python 3.11 as in the TensorFlow images: /usr/bin/python -> python3.11.
+  void debian_python() const {
+    file("/usr/bin/python3.11");
+    link("/usr/bin/python", "python3.11");
+    file("/usr/lib/python3.11/os.py");
+  }
+  Fingerprint read(const Environment& env = {{"PATH", "/usr/local/bin:/usr/bin"}}) const { return read_fingerprint(env, root); }
+};
+
+const std::string site = "/usr/local/lib/python3.11/dist-packages";
+
+}  // namespace
+
+TEST_CASE("fingerprint::read_fingerprint") {
+  FakeTree tree;
+
+  SUBCASE("an empty tree is absent everywhere, never an error") {
+    Fingerprint fingerprint = tree.read();
+    CHECK(to_json(fingerprint) ==
+          R"({"tensorflow":"absent","python":"absent","cuda":"absent","cudnn":"absent","nccl":"absent","nvidia_driver":"absent",)"
+          R"("gpus":"absent","gpu_count":"absent","visible_devices":"absent","distributions":"absent"})");
+  }
+
+  SUBCASE("system Python: version from the real executable, TensorFlow from its dist-packages") {
+    tree.debian_python();
+    tree.distribution(site, "tensorflow-2.16.1.dist-info", "tensorflow", "2.16.1");
+    tree.distribution(site, "tensorflow_io_gcs_filesystem-0.37.0.dist-info", "tensorflow-io-gcs-filesystem", "0.37.0");
+    Fingerprint fingerprint = tree.read();
+    CHECK(fingerprint.python == "3.11");
+    CHECK(fingerprint.tensorflow == "2.16.1");
+    // The first 16 hex digits of sha256sum over "tensorflow-io-gcs-filesystem==0.37.0\ntensorflow==2.16.1\n"
+    // (sorted bytewise: "-" before "=").
+    CHECK(fingerprint.distributions == "2 distributions, sha256 a52c45615b5cb0b6");
+
+    SUBCASE("another installed distribution changes the hash, not the TensorFlow version") {
+      tree.distribution(site, "numpy-1.26.4.dist-info", "numpy", "1.26.4");
+      Fingerprint more = tree.read();
+      CHECK(more.tensorflow == "2.16.1");
+      CHECK(more.distributions.starts_with("3 distributions, sha256 "));
+    }
+    SUBCASE("PYTHONPATH comes first, as for import") {
+      tree.distribution("/extra", "tensorflow-2.17.0.dist-info", "tensorflow", "2.17.0");
+      CHECK(tree.read({{"PATH", "/usr/bin"}, {"PYTHONPATH", "/missing::/extra"}}).tensorflow == "2.17.0");
+    }
+    SUBCASE("python not on PATH: nothing from its site directories") {
+      Fingerprint none = tree.read({{"PATH", "/opt/bin"}});
+      CHECK(none.python == "absent");
+      CHECK(none.tensorflow == "absent");
+    }
+  }
+
+  SUBCASE("an absolute symlink is followed inside the tree, python3 when there is no python") {
+    tree.file("/usr/local/bin/python3.12");
+    tree.link("/usr/local/bin/python3", "/usr/local/bin/python3.12");
+    tree.file("/usr/local/lib/python3.12/os.py");
+    tree.distribution("/usr/local/lib/python3.12/site-packages", "tensorflow_cpu-2.18.0.dist-info", "tensorflow-cpu", "2.18.0");
+    Fingerprint fingerprint = tree.read();
+    CHECK(fingerprint.python == "3.12");
+    CHECK(fingerprint.tensorflow == "2.18.0 (tensorflow-cpu)");
+  }
+
+  SUBCASE("a venv: its own site-packages; the system's only with include-system-site-packages") {
+    tree.debian_python();
+    tree.distribution(site, "tensorflow-2.16.1.dist-info", "tensorflow", "2.16.1");
+    tree.link("/opt/venv/bin/python", "/usr/bin/python3.11");
+    tree.file("/opt/venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n");
+    tree.file("/opt/venv/lib/python3.11/site-packages/keras/__init__.py");
+    Environment env{{"PATH", "/opt/venv/bin:/usr/bin"}};
+    CHECK(tree.read(env).python == "3.11");
+    CHECK(tree.read(env).tensorflow == "absent");
+    tree.file("/opt/venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = true\nversion = 3.11.2\n");
+    CHECK(tree.read(env).tensorflow == "2.16.1");
+    tree.distribution("/opt/venv/lib/python3.11/site-packages", "tensorflow-2.15.0.dist-info", "tensorflow", "2.15.0");
+    CHECK(tree.read(env).tensorflow == "2.15.0");
+  }
+
+  SUBCASE("CUDA from version.json, else from the nvidia-cuda-runtime distribution") {
+    tree.debian_python();
+    tree.file(site + "/nvidia_cuda_runtime_cu12-12.3.101.dist-info/METADATA");
+    CHECK(tree.read().cuda == "12.3.101");
+    tree.file("/usr/local/cuda/version.json", R"({"cuda":{"name":"CUDA SDK","version":"12.2.2"},"cuda_cudart":{"version":"12.2.140"}})");
+    CHECK(tree.read().cuda == "12.2.2");
+  }
+
+  SUBCASE("cuDNN and NCCL from the real library file, else from their distributions") {
+    tree.debian_python();
+    tree.file(site + "/nvidia_nccl_cu12-2.19.3.dist-info/METADATA");
+    tree.file(site + "/nvidia_cudnn_cu12-8.9.2.26.dist-info/METADATA");
+    CHECK(tree.read().nccl == "2.19.3");
+    CHECK(tree.read().cudnn == "8.9.2.26");
+    tree.file("/usr/lib/x86_64-linux-gnu/libcudnn.so.8.9.7");
+    tree.link("/usr/lib/x86_64-linux-gnu/libcudnn.so.8", "libcudnn.so.8.9.7");
+    tree.file("/usr/lib/x86_64-linux-gnu/libcudnn_ops_infer.so.8.9.7");
+    tree.file("/opt/nccl/libnccl.so.2.18.3");
+    tree.link("/opt/nccl/libnccl.so.2", "libnccl.so.2.18.3");
+    CHECK(tree.read().cudnn == "8.9.7");
+    CHECK(tree.read({{"PATH", "/usr/bin"}, {"LD_LIBRARY_PATH", "/opt/nccl"}}).nccl == "2.18.3");
+  }
+
+  SUBCASE("driver and GPUs from /proc/driver/nvidia, devices from the environment") {
+    tree.file("/proc/driver/nvidia/version",
+              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\nGCC version:  gcc 12\n");
+    tree.file("/proc/driver/nvidia/gpus/0000:00:04.0/information", "Model: \t\t Tesla T4\nIRQ:   35\n");
+    tree.file("/proc/driver/nvidia/gpus/0000:00:05.0/information", "Model: \t\t Tesla T4\nIRQ:   36\n");
+    Fingerprint fingerprint = tree.read({{"NVIDIA_VISIBLE_DEVICES", "all"}, {"CUDA_VISIBLE_DEVICES", "0,1"}});
+    CHECK(fingerprint.nvidia_driver == "535.104.05");
+    CHECK(fingerprint.gpus == "Tesla T4");
+    CHECK(fingerprint.gpu_count == "2");
+    CHECK(fingerprint.visible_devices == "NVIDIA_VISIBLE_DEVICES=all CUDA_VISIBLE_DEVICES=0,1");
+  }
+
+  SUBCASE("a few milliseconds for an image with a thousand distributions") {
+    tree.debian_python();
+    for (int i = 0; i < 1000; ++i) tree.distribution(site, "package" + std::to_string(i) + "-1.0.dist-info", "package" + std::to_string(i), "1.0");
+    auto start = std::chrono::steady_clock::now();
+    Fingerprint fingerprint = tree.read();
+    auto elapsed = std::chrono::steady_clock::now() - start;
+    CHECK(fingerprint.distributions.starts_with("1000 distributions, "));
+    CHECK(elapsed < std::chrono::milliseconds(500));  // generous: sanitizer builds on a busy machine
+  }
+}
+
+TEST_CASE("fingerprint::to_json and fingerprint_from_json") {
+  Fingerprint fingerprint;
+  fingerprint.tensorflow = "2.16.1";
+  fingerprint.python = "3.11";
+  fingerprint.gpus = "Tesla T4, NVIDIA A100";
+  CHECK(to_json(fingerprint_from_json(to_json(fingerprint))) == to_json(fingerprint));
+
+  SUBCASE("lenient with what a peer sends") {
+    Fingerprint read = fingerprint_from_json(R"({"tensorflow":"2.16.1\u0000\n","python":3,"cuda":"","future_field":"x"})");
+    CHECK(read.tensorflow == "2.16.1");
+    CHECK(read.python == "absent");
+    CHECK(read.cuda == "absent");
+    CHECK(fingerprint_from_json("not json").tensorflow == "absent");
+    CHECK(fingerprint_from_json(R"({"tensorflow":")" + std::string(1000, 'x') + "\"}").tensorflow.size() == max_fingerprint_value);
+  }
+}
+
+TEST_CASE("fingerprint::clean_fingerprint_value") {
+  CHECK(clean_fingerprint_value("2.16.1") == "2.16.1");
+  CHECK(clean_fingerprint_value("  Tesla T4 \n") == "Tesla T4");          // a newline dropped, spaces trimmed
+  CHECK(clean_fingerprint_value("2.\x01" "16\t.1\x7f\xc3\xa9") == "2.16.1");  // control, DEL and non-ASCII bytes dropped
+  CHECK(clean_fingerprint_value("") == "absent");
+  CHECK(clean_fingerprint_value(" \n\t ") == "absent");
+  CHECK(clean_fingerprint_value(std::string(300, 'x')) == std::string(max_fingerprint_value, 'x'));
+}
+
+TEST_CASE("fingerprint::compare_fingerprints") {
+  auto with = [](std::string tensorflow, std::string driver = "absent", std::string count = "absent") {
+    Fingerprint fingerprint;
+    fingerprint.tensorflow = std::move(tensorflow);
+    fingerprint.nvidia_driver = std::move(driver);
+    fingerprint.gpu_count = std::move(count);
+    return fingerprint;
+  };
+
+  SUBCASE("all equal: no line") {
+    CHECK(compare_fingerprints({{"chief:0", with("2.16.1")}, {"worker:0", with("2.16.1")}}).empty());
+  }
+  SUBCASE("one line per differing field, values grouped by task in first-seen order") {
+    auto lines = compare_fingerprints({{"worker:0", with("2.16.1")}, {"worker:1", with("2.16.1")}, {"worker:2", with("2.17.0")}});
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0] == "tensorflow: 2.16.1 on worker:0,worker:1; 2.17.0 on worker:2");
+  }
+  SUBCASE("runs of three or more tasks are written as a range") {
+    std::vector<std::pair<std::string, Fingerprint>> tasks{{"chief:0", with("2.17.0")}};
+    for (int i = 0; i < 5; ++i) tasks.emplace_back("worker:" + std::to_string(i), with(i == 3 ? "2.17.0" : "2.16.1"));
+    tasks.emplace_back("ps:0", with("2.16.1"));
+    CHECK(compare_fingerprints(tasks) == std::vector<std::string>{"tensorflow: 2.17.0 on chief:0,worker:3; 2.16.1 on worker:0..2,worker:4,ps:0"});
+  }
+  SUBCASE("no driver on a CPU-only task is no difference; two drivers are; GPU counts are not compared") {
+    CHECK(compare_fingerprints({{"worker:0", with("2.16.1", "535.104.05", "8")}, {"ps:0", with("2.16.1", "absent", "absent")}}).empty());
+    CHECK(compare_fingerprints({{"worker:0", with("2.16.1", "535.104.05")}, {"worker:1", with("2.16.1", "550.54.15")}}) ==
+          std::vector<std::string>{"nvidia_driver: 535.104.05 on worker:0; 550.54.15 on worker:1"});
+  }
+  SUBCASE("TensorFlow absent on one task is a difference") {
+    CHECK(compare_fingerprints({{"worker:0", with("2.16.1")}, {"worker:1", with("absent")}}) ==
+          std::vector<std::string>{"tensorflow: 2.16.1 on worker:0; absent on worker:1"});
+  }
+}
+
+}  // namespace tfboot

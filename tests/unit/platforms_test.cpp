@@ -1,0 +1,450 @@
+// Platforms that describe the job (README: Identity, "Platforms"): Slurm's srun environment,
+// SageMaker's resourceconfig.json, Volcano's svc and env plugins, JobSet's pod labels, each in the
+// form the platform documents, and the order in which they are asked.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "plan/platforms/platforms.h"
+#include "test_support.h"
+
+namespace tfboot {
+namespace {
+
+struct Situation {
+  std::vector<std::string> args;
+  Environment env;
+  PlatformFiles files;
+  std::string system_hostname = "node-a";
+  std::string hosts_file;
+};
+
+// "none", "error 2: <message>", or "<task> from <source> | <type> <host:port>...; <type> ...".
+template <typename Reader>
+std::string describe(Reader read, const Situation& situation) {
+  auto options = parse_options(situation.args, situation.env);
+  if (!options) return "options error: " + options.error().message;
+  HostFacts facts{situation.system_hostname, situation.hosts_file, "", {}, situation.files};
+  Hostname hostname = choose_hostname(*options, situation.env, facts.system_hostname);
+  auto job = read(PlatformInputs{*options, situation.env, facts, hostname});
+  if (!job) return "error " + std::to_string(job.error().code) + ": " + job.error().message;
+  if (!*job) return "none";
+  std::string text = (*job)->identity.task() + " from " + (*job)->identity.source + " |";
+  std::optional<TaskType> last;
+  int expected_index = 0;
+  for (const auto& peer : (*job)->peers) {
+    if (peer.type != last) {
+      text += std::string(last ? ";" : "") + " " + std::string(to_string(peer.type));
+      expected_index = 0;
+    }
+    last = peer.type;
+    text += " " + join_host_port(peer.lookup_name(), peer.port);
+    if (peer.index != expected_index++) text += " (index " + std::to_string(peer.index) + ")";  // peers count 0, 1, ... per type
+  }
+  return text;
+}
+
+std::string slurm(const Situation& situation) { return describe(job_from_slurm, situation); }
+std::string sagemaker(const Situation& situation) { return describe(job_from_sagemaker, situation); }
+std::string volcano(const Situation& situation) { return describe(job_from_volcano, situation); }
+std::string jobset(const Situation& situation) { return describe(job_from_jobset, situation); }
+std::string any_platform(const Situation& situation) { return describe(describe_job_by_platform, situation); }
+
+struct Row {
+  const char* behaviour;
+  Situation situation;
+  std::string expected;
+};
+
+template <typename Describe>
+void check_rows(Describe describe_one, const std::vector<Row>& rows) {
+  for (const Row& row : rows) {
+    CAPTURE(row.behaviour);
+    CHECK(describe_one(row.situation) == row.expected);
+  }
+}
+
+// srun's environment for task `rank` of the issue's example: 4 tasks, 2 on gpu07, 1 each on gpu08 and cpu1.
+Environment srun_task(const std::string& rank) {
+  return {{"SLURM_PROCID", rank},
+          {"SLURM_STEP_NUM_TASKS", "4"},
+          {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"},
+          {"SLURM_STEP_TASKS_PER_NODE", "2,1(x2)"}};
+}
+
+Environment with(Environment env, const Environment& more) {
+  for (const auto& [key, value] : more) env[key] = value;
+  return env;
+}
+
+Environment without(Environment env, const std::string& key) {
+  env.erase(key);
+  return env;
+}
+
+PlatformFiles sagemaker_file(const std::string& text) {
+  PlatformFiles files;
+  files.sagemaker_resource_config = text;
+  return files;
+}
+
+// A pod of JobSet "bert" whose downward-API volume holds these labels (and the same as annotations).
+PlatformFiles jobset_pod(const std::string& labels, std::optional<std::string> annotations = std::nullopt) {
+  PlatformFiles files;
+  files.pod_info_dir = "/etc/podinfo";
+  files.pod_labels = labels;
+  files.pod_annotations = annotations ? *annotations : labels;
+  return files;
+}
+
+std::string jobset_labels(const std::string& replicated_job, const std::string& replicas, const std::string& job_index,
+                          const std::string& global_replicas, bool completion_index = true) {
+  std::string text = completion_index ? "batch.kubernetes.io/job-completion-index=\"0\"\n" : "";
+  if (!global_replicas.empty()) text += "jobset.sigs.k8s.io/global-replicas=\"" + global_replicas + "\"\n";
+  text += "jobset.sigs.k8s.io/job-index=\"" + job_index + "\"\n";
+  text += "jobset.sigs.k8s.io/jobset-name=\"bert\"\n";
+  text += "jobset.sigs.k8s.io/replicatedjob-name=\"" + replicated_job + "\"\n";
+  text += "jobset.sigs.k8s.io/replicatedjob-replicas=\"" + replicas + "\"";
+  return text;
+}
+
+// The kubelet's /etc/hosts for pod bert-worker-1-0 with subdomain "bert" in namespace "ml".
+const std::string jobset_hosts_file =
+    "127.0.0.1 localhost\n10.1.0.7 bert-worker-1-0.bert.ml.svc.cluster.local bert-worker-1-0\n";
+
+}  // namespace
+
+TEST_CASE("platforms::job_from_slurm") {
+  SUBCASE("the step's tasks fill the nodes in order; the k-th task on a node listens on port + k") {
+    check_rows(slurm, {
+        {"the issue's example", {{}, srun_task("2")},
+         "worker:2 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"task 0", {{}, srun_task("0")}, "worker:0 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"--port sets the base", {{"--port", "5000"}, srun_task("3")},
+         "worker:3 from Slurm (SLURM_PROCID) | worker gpu07:5000 gpu07:5001 gpu08:5000 cpu1:5000"},
+        {"--chief-at-ordinal-0: task 0 is the chief, task k worker k-1", {{"--chief-at-ordinal-0"}, srun_task("2")},
+         "worker:1 from Slurm (SLURM_PROCID), chief at ordinal 0 | chief gpu07:2222; worker gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"--chief-at-ordinal-0, task 0", {{"--chief-at-ordinal-0"}, srun_task("0")},
+         "chief:0 from Slurm (SLURM_PROCID), chief at ordinal 0 | chief gpu07:2222; worker gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"the chief's own port, plus its place on the node", {{"--chief-at-ordinal-0", "--port", "2222,chief=3000"}, srun_task("1")},
+         "worker:0 from Slurm (SLURM_PROCID), chief at ordinal 0 | chief gpu07:3000; worker gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"one task per node, zero-padded names", {{}, {{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "3"},
+                                                      {"SLURM_STEP_NODELIST", "nid00[2285-2286,2718]"},
+                                                      {"SLURM_STEP_TASKS_PER_NODE", "1(x3)"}}},
+         "worker:1 from Slurm (SLURM_PROCID) | worker nid002285:2222 nid002286:2222 nid002718:2222"},
+        {"the job's variables when the step's are missing",
+         {{}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_JOB_NODELIST", "a[1-2]"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}}},
+         "worker:1 from Slurm (SLURM_PROCID) | worker a1:2222 a2:2222"},
+        {"the job's variables, one task", {{}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_NODELIST", "a1"}, {"SLURM_TASKS_PER_NODE", "1"}}},
+         "worker:0 from Slurm (SLURM_PROCID) | worker a1:2222"},
+        {"the step's variables beat the job's",
+         {{}, with(srun_task("1"), {{"SLURM_NTASKS", "8"}, {"SLURM_JOB_NODELIST", "z[1-4]"}, {"SLURM_TASKS_PER_NODE", "2(x4)"}})},
+         "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"SLURM_LOCALID and SLURMD_NODENAME that agree", {{}, with(srun_task("1"), {{"SLURM_LOCALID", "1"}, {"SLURMD_NODENAME", "gpu07"}})},
+         "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"no SLURM_PROCID: not Slurm", {{}, without(srun_task("1"), "SLURM_PROCID")}, "none"},
+        {"an empty SLURM_PROCID counts as unset", {{}, with(srun_task("1"), {{"SLURM_PROCID", ""}})}, "none"},
+    });
+  }
+  SUBCASE("bad or partial data is a usage error naming the variable") {
+    check_rows(slurm, {
+        {"a rank that is not a number", {{}, srun_task("two")}, "error 2: SLURM_PROCID 'two' is not a non-negative integer"},
+        {"a rank outside the step", {{}, srun_task("4")}, "error 2: SLURM_PROCID '4' is outside SLURM_STEP_NUM_TASKS '4'"},
+        {"no node list", {{}, without(srun_task("1"), "SLURM_STEP_NODELIST")},
+         "error 2: Slurm (SLURM_PROCID is set): SLURM_STEP_NODELIST is not set"},
+        {"no task count", {{}, without(srun_task("1"), "SLURM_STEP_NUM_TASKS")},
+         "error 2: Slurm (SLURM_PROCID is set): SLURM_STEP_NUM_TASKS is not set"},
+        {"no tasks per node", {{}, without(srun_task("1"), "SLURM_STEP_TASKS_PER_NODE")},
+         "error 2: Slurm (SLURM_PROCID is set): SLURM_STEP_TASKS_PER_NODE is not set"},
+        {"the batch script itself (task 0, the job's variables of several tasks, no step)",
+         {{}, {{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_JOB_NODELIST", "gnode[10,20]"}, {"SLURM_TASKS_PER_NODE", "2(x2)"}}},
+         "error 2: Slurm: SLURM_PROCID is set without SLURM_STEP_* while SLURM_NTASKS is '4': this is the batch script, not a task of a "
+         "job step; start tfboot with srun"},
+        {"a step's layout is never mixed with the job's", {{}, with(without(srun_task("1"), "SLURM_STEP_TASKS_PER_NODE"), {{"SLURM_TASKS_PER_NODE", "2,1(x2)"}})},
+         "error 2: Slurm (SLURM_PROCID is set): SLURM_STEP_TASKS_PER_NODE is not set"},
+        {"a malformed host list", {{}, with(srun_task("1"), {{"SLURM_STEP_NODELIST", "gpu[07-08,cpu1"}})},
+         "error 2: SLURM_STEP_NODELIST 'gpu[07-08,cpu1': '[' without ']'"},
+        {"malformed tasks per node", {{}, with(srun_task("1"), {{"SLURM_STEP_TASKS_PER_NODE", "2,1(x2"}})},
+         "error 2: SLURM_STEP_TASKS_PER_NODE '2,1(x2': '1(x2' is not <tasks> or <tasks>(x<nodes>)"},
+        {"a task count that is not a number", {{}, with(srun_task("1"), {{"SLURM_STEP_NUM_TASKS", "four"}})},
+         "error 2: SLURM_STEP_NUM_TASKS 'four' is not a positive integer"},
+        {"tasks per node for another number of nodes", {{}, with(srun_task("1"), {{"SLURM_STEP_TASKS_PER_NODE", "2,1"}})},
+         "error 2: SLURM_STEP_TASKS_PER_NODE '2,1' places tasks on 2 nodes, but SLURM_STEP_NODELIST 'gpu[07-08],cpu1' names 3"},
+        {"tasks per node for another number of tasks", {{}, with(srun_task("1"), {{"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}})},
+         "error 2: SLURM_STEP_TASKS_PER_NODE '2(x3)' places 6 tasks, but SLURM_STEP_NUM_TASKS '4' says 4"},
+        {"a host listed twice", {{}, with(srun_task("1"), {{"SLURM_STEP_NODELIST", "gpu07,gpu08,gpu07"}})},
+         "error 2: SLURM_STEP_NODELIST 'gpu07,gpu08,gpu07' names host 'gpu07' twice"},
+        {"a host name DNS cannot look up", {{}, with(srun_task("1"), {{"SLURM_STEP_NODELIST", "gpu[07-08],cpu!"}})},
+         "error 2: SLURM_STEP_NODELIST 'gpu[07-08],cpu!' gives host 'cpu!', which has a character that is not a letter, digit, "
+         "'-' or '_'"},
+        {"another distribution than block: the task is elsewhere on its node",
+         {{}, with(srun_task("1"), {{"SLURM_LOCALID", "0"}})},
+         "error 2: Slurm: SLURM_PROCID 1 is task 1 on gpu07 when tasks fill the nodes in order (SLURM_STEP_TASKS_PER_NODE "
+         "'2,1(x2)'), but SLURM_LOCALID '0'; start the step with block distribution (srun --distribution=block)"},
+        {"another distribution than block: the task is on another node",
+         {{}, with(srun_task("2"), {{"SLURM_LOCALID", "1"}, {"SLURMD_NODENAME", "gpu07"}})},
+         "error 2: Slurm: SLURM_PROCID 2 is task 0 on gpu08 when tasks fill the nodes in order (SLURM_STEP_TASKS_PER_NODE "
+         "'2,1(x2)'), but SLURM_LOCALID '1' and SLURMD_NODENAME 'gpu07'; start the step with block distribution "
+         "(srun --distribution=block)"},
+        {"a port past 65535", {{"--port", "65535"}, srun_task("0")},
+         "error 2: Slurm: worker:1 on gpu07 would listen on port 65536 (its type's port 65535 + 1), above 65535; use a lower --port"},
+    });
+  }
+}
+
+TEST_CASE("platforms::job_from_sagemaker") {
+  const std::string two_hosts =
+      R"({"current_host": "algo-2", "hosts": ["algo-1", "algo-2"], "network_interface_name": "eth0",)"
+      R"( "current_instance_type": "ml.p3.2xlarge", "instance_groups": [{"instance_group_name": "train",)"
+      R"( "instance_type": "ml.p3.2xlarge", "hosts": ["algo-2", "algo-1"]}]})";
+  const std::string where = "error 2: /opt/ml/input/config/resourceconfig.json";
+  SUBCASE("hosts in the given order; the own position is the index") {
+    check_rows(sagemaker, {
+        {"workers", {{}, {}, sagemaker_file(two_hosts)},
+         "worker:1 from SageMaker (current_host 'algo-2' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222 "
+         "algo-2:2222"},
+        {"--chief-at-ordinal-0: the first host is the chief", {{"--chief-at-ordinal-0"}, {}, sagemaker_file(two_hosts)},
+         "worker:0 from SageMaker (current_host 'algo-2' in /opt/ml/input/config/resourceconfig.json), chief at ordinal 0 | "
+         "chief algo-1:2222; worker algo-2:2222"},
+        {"the order is SageMaker's, not sorted", {{"--port", "7777"}, {}, sagemaker_file(R"({"current_host":"b","hosts":["b","a"]})")},
+         "worker:0 from SageMaker (current_host 'b' in /opt/ml/input/config/resourceconfig.json) | worker b:7777 a:7777"},
+        {"one host", {{}, {}, sagemaker_file(R"({"current_host":"algo-1","hosts":["algo-1"]})")},
+         "worker:0 from SageMaker (current_host 'algo-1' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222"},
+        {"no file: not SageMaker", {{}, {}, PlatformFiles{}}, "none"},
+    });
+  }
+  SUBCASE("bad or partial data is a usage error naming the file") {
+    check_rows(sagemaker, {
+        {"empty", {{}, {}, sagemaker_file("")}, where + " is not valid JSON"},
+        {"not JSON", {{}, {}, sagemaker_file("{current_host: algo-1}")}, where + " is not valid JSON"},
+        {"not an object", {{}, {}, sagemaker_file(R"(["algo-1"])")}, where + " is not a JSON object"},
+        {"no current_host", {{}, {}, sagemaker_file(R"({"hosts":["algo-1"]})")},
+         where + ": \"current_host\" is missing or not a non-empty string"},
+        {"current_host not a string", {{}, {}, sagemaker_file(R"({"current_host":1,"hosts":["algo-1"]})")},
+         where + ": \"current_host\" is missing or not a non-empty string"},
+        {"no hosts", {{}, {}, sagemaker_file(R"({"current_host":"algo-1"})")}, where + ": \"hosts\" is missing or not a non-empty list"},
+        {"empty hosts", {{}, {}, sagemaker_file(R"({"current_host":"algo-1","hosts":[]})")},
+         where + ": \"hosts\" is missing or not a non-empty list"},
+        {"a host that is not a string", {{}, {}, sagemaker_file(R"({"current_host":"algo-1","hosts":["algo-1",2]})")},
+         where + ": \"hosts\" holds a value that is not a string"},
+        {"a host twice", {{}, {}, sagemaker_file(R"({"current_host":"algo-1","hosts":["algo-1","algo-1"]})")},
+         where + ": \"hosts\" lists 'algo-1' twice"},
+        {"current_host not among the hosts", {{}, {}, sagemaker_file(R"({"current_host":"algo-3","hosts":["algo-1","algo-2"]})")},
+         where + ": current_host 'algo-3' is not in \"hosts\""},
+        {"a host DNS cannot look up", {{}, {}, sagemaker_file(R"({"current_host":"algo-1","hosts":["algo-1","algo 2"]})")},
+         where + " \"hosts\" gives host 'algo 2', which has a character that is not a letter, digit, '-' or '_'"},
+        {"nested too deep", {{}, {}, sagemaker_file(std::string(100, '[') + std::string(100, ']'))},
+         where + " is nested more than 16 levels deep"},
+    });
+  }
+}
+
+TEST_CASE("platforms::job_from_volcano") {
+  // Pods of Volcano job "mnist": tasks ps (1) and worker (2), hosts <job>-<task>-<index>.<job>.
+  const Environment mnist{{"VC_PS_HOSTS", "mnist-ps-0.mnist"},
+                          {"VC_PS_NUM", "1"},
+                          {"VC_WORKER_HOSTS", "mnist-worker-0.mnist,mnist-worker-1.mnist"},
+                          {"VC_WORKER_NUM", "2"}};
+  const std::string peers = " | worker mnist-worker-0.mnist:2222 mnist-worker-1.mnist:2222; ps mnist-ps-0.mnist:2222";
+  SUBCASE("the index from the env plugin, the type from the list that holds the own hostname") {
+    check_rows(volcano, {
+        {"a worker", {{}, with(mnist, {{"VC_TASK_INDEX", "1"}, {"POD_NAME", "mnist-worker-1"}})},
+         "worker:1 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-worker-1' (from POD_NAME) in VC_WORKER_HOSTS)" + peers},
+        {"the ps, by gethostname()", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "mnist-ps-0"},
+         "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-ps-0' (from gethostname()) in VC_PS_HOSTS)" + peers},
+        {"VK_TASK_INDEX, the older name", {{}, with(mnist, {{"VK_TASK_INDEX", "1"}}), {}, "mnist-worker-1"},
+         "worker:1 from Volcano (VK_TASK_INDEX, type from hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS)" +
+             peers},
+        {"no index variable: the position in the list", {{}, mnist, {}, "mnist-worker-1"},
+         "worker:1 from Volcano (hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS, position 1)" + peers},
+        {"a hostname outside the lists: the type in the hostname", {{"--hostname", "other-ps-0"}, with(mnist, {{"VC_TASK_INDEX", "0"}})},
+         "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'other-ps-0' (from --hostname))" + peers},
+        {"--task-type", {{"--task-type", "ps"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "3f2a9c0d1e4b"},
+         "ps:0 from Volcano (VC_TASK_INDEX, type from --task-type)" + peers},
+        {"--task-type that agrees with the list keeps the position", {{"--task-type", "worker"}, mnist, {}, "mnist-worker-1"},
+         "worker:1 from Volcano (hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS, position 1)" + peers},
+        {"ports per type", {{"--port", "2222,ps=2223"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "mnist-ps-0"},
+         "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-ps-0' (from gethostname()) in VC_PS_HOSTS) | worker "
+         "mnist-worker-0.mnist:2222 mnist-worker-1.mnist:2222; ps mnist-ps-0.mnist:2223"},
+        {"a task named master is the chief",
+         {{}, {{"VC_TASK_INDEX", "0"}, {"VC_MASTER_HOSTS", "j-master-0.j"}, {"VC_WORKER_HOSTS", "j-worker-0.j"}}, {}, "j-master-0"},
+         "chief:0 from Volcano (VC_TASK_INDEX, type from hostname 'j-master-0' (from gethostname()) in VC_MASTER_HOSTS) | chief "
+         "j-master-0.j:2222; worker j-worker-0.j:2222"},
+        {"other tasks of the job are not TensorFlow's", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_LAUNCHER_HOSTS", "x.mnist"}}), {},
+                                                        "mnist-ps-0"},
+         "ps:0 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-ps-0' (from gethostname()) in VC_PS_HOSTS)" + peers},
+        {"no Volcano variables or files: not Volcano", {{}, {{"POD_NAME", "mnist-worker-1"}}}, "none"},
+    });
+  }
+  SUBCASE("the files under /etc/volcano when the variables are missing") {
+    PlatformFiles files;
+    files.volcano_host_files["worker.host"] = "mnist-worker-0.mnist\nmnist-worker-1.mnist";
+    files.volcano_host_files["ps.host"] = "mnist-ps-0.mnist\n";
+    check_rows(volcano, {
+        {"the files alone", {{}, {{"VC_TASK_INDEX", "1"}}, files, "mnist-worker-1"},
+         "worker:1 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-worker-1' (from gethostname()) in "
+         "/etc/volcano/worker.host)" + peers},
+        {"a variable beats its file", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_HOSTS", "w-0.x"}}, files, "w-0"},
+         "worker:0 from Volcano (VC_TASK_INDEX, type from hostname 'w-0' (from gethostname()) in VC_WORKER_HOSTS) | worker "
+         "w-0.x:2222; ps mnist-ps-0.mnist:2222"},
+    });
+  }
+  SUBCASE("bad or partial data is a usage error naming the variable or file") {
+    check_rows(volcano, {
+        {"an index but no host lists", {{}, {{"VC_TASK_INDEX", "0"}}},
+         "error 2: Volcano (VC_TASK_INDEX is set): no VC_CHIEF_HOSTS, VC_WORKER_HOSTS, VC_PS_HOSTS or VC_EVALUATOR_HOSTS, nor "
+         "/etc/volcano/<task>.host (enable the svc plugin, and name the job's tasks chief, worker, ps or evaluator)"},
+        {"a count that does not match its list", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "3"}}), {}, "mnist-ps-0"},
+         "error 2: VC_WORKER_NUM '3' does not match VC_WORKER_HOSTS, which lists 2 hosts"},
+        {"an index outside the own list", {{"--task-type", "worker"}, with(mnist, {{"VC_TASK_INDEX", "2"}})},
+         "error 2: VC_TASK_INDEX '2' is outside VC_WORKER_HOSTS, which lists 2 hosts"},
+        {"an index that is not a number", {{}, with(mnist, {{"VC_TASK_INDEX", "one"}}), {}, "mnist-ps-0"},
+         "error 2: VC_TASK_INDEX 'one' is not a non-negative integer"},
+        {"an index that contradicts the own place in the list", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "mnist-worker-1"},
+         "error 2: VC_TASK_INDEX '0' contradicts hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS at position 1"},
+        {"a hostname that says nothing", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {}, "3f2a9c0d1e4b"},
+         "error 2: Volcano: hostname '3f2a9c0d1e4b' (from gethostname()) is in none of the job's host lists and names no listed task "
+         "type; set --task-type"},
+        {"no index and a hostname outside the lists", {{"--task-type", "ps"}, mnist, {}, "3f2a9c0d1e4b"},
+         "error 2: Volcano: VC_TASK_INDEX is not set (enable the env plugin)"},
+        {"--task-type of a type the job does not have", {{"--task-type", "chief"}, with(mnist, {{"VC_TASK_INDEX", "0"}})},
+         "error 2: Volcano: this task is a chief (from --task-type), but the job lists no chief hosts"},
+        {"--task-type that contradicts the list holding the own hostname", {{"--task-type", "chief"}, with(mnist, {{"VC_TASK_INDEX", "0"}}), {},
+                                                                             "mnist-worker-0"},
+         "error 2: Volcano: --task-type 'chief' contradicts VC_WORKER_HOSTS, which lists hostname 'mnist-worker-0' (from gethostname())"},
+        {"a bad --task-type", {{"--task-type", "boss"}, with(mnist, {{"VC_TASK_INDEX", "0"}})},
+         "error 2: --task-type 'boss' is not a task type (use chief, worker, ps or evaluator)"},
+        {"both chief and master", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_CHIEF_HOSTS", "a.j"}, {"VC_MASTER_HOSTS", "b.j"}}},
+         "error 2: Volcano: both VC_CHIEF_HOSTS and VC_MASTER_HOSTS list the chief"},
+        {"two chiefs", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_CHIEF_HOSTS", "a-chief-0.a,a-chief-1.a"}}, {}, "a-chief-0"},
+         "error 2: Volcano describes 2 chief tasks; TensorFlow allows one"},
+        {"an empty entry", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_HOSTS", "a-0.a,,a-1.a"}}, {}, "a-0"},
+         "error 2: VC_WORKER_HOSTS gives host '', which is empty"},
+        {"a host twice", {{}, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_HOSTS", "a-0.a,a-0.a"}}, {}, "a-0"},
+         "error 2: VC_WORKER_HOSTS lists 'a-0.a' twice"},
+    });
+  }
+}
+
+TEST_CASE("platforms::job_from_jobset") {
+  const std::string fqdn = ".bert.ml.svc.cluster.local.";
+  const std::string source_of_worker_1 = "worker:1 from JobSet 'bert' (replicated job worker, job index 1, from /etc/podinfo)";
+  SUBCASE("one replicated job: the whole cluster is in the pod's labels") {
+    check_rows(jobset, {
+        {"the Service from the kubelet's /etc/hosts line, names fully qualified",
+         {{}, {}, jobset_pod(jobset_labels("worker", "3", "1", "3")), "bert-worker-1-0", jobset_hosts_file},
+         source_of_worker_1 + " | worker bert-worker-0-0" + fqdn + ":2222 bert-worker-1-0" + fqdn + ":2222 bert-worker-2-0" + fqdn +
+             ":2222"},
+        {"no Service known: bare names", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", "2")), "bert-worker-1-0"},
+         source_of_worker_1 + " | worker bert-worker-0-0:2222 bert-worker-1-0:2222"},
+        {"the labels only as annotations", {{}, {}, jobset_pod("", jobset_labels("worker", "2", "1", "2")), "bert-worker-1-0"},
+         source_of_worker_1 + " | worker bert-worker-0-0:2222 bert-worker-1-0:2222"},
+        {"the completion index from JOB_COMPLETION_INDEX",
+         {{}, {{"JOB_COMPLETION_INDEX", "0"}}, jobset_pod(jobset_labels("worker", "2", "1", "2", false)), "bert-worker-1-0"},
+         source_of_worker_1 + " | worker bert-worker-0-0:2222 bert-worker-1-0:2222"},
+        {"--port", {{"--port", "3000"}, {}, jobset_pod(jobset_labels("worker", "2", "1", "2")), "bert-worker-1-0"},
+         source_of_worker_1 + " | worker bert-worker-0-0:3000 bert-worker-1-0:3000"},
+        {"no JobSet labels: not a JobSet", {{}, {}, jobset_pod("app=\"x\""), "bert-worker-1-0"}, "none"},
+        {"no pod-info files: not a JobSet", {{}, {}, PlatformFiles{}, "bert-worker-1-0"}, "none"},
+    });
+  }
+  SUBCASE("several replicated jobs: the annotation tfboot/cluster gives the others' counts") {
+    const std::string annotated = jobset_labels("worker", "2", "1", "3") + "\ntfboot/cluster=\"chief=1,worker=2\"";
+    check_rows(jobset, {
+        {"chief and workers", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", "3"), annotated), "bert-worker-1-0", jobset_hosts_file},
+         source_of_worker_1 + " | chief bert-chief-0-0" + fqdn + ":2222; worker bert-worker-0-0" + fqdn + ":2222 bert-worker-1-0" +
+             fqdn + ":2222"},
+        {"the chief's pod", {{"--port", "2222,chief=2224"}, {}, jobset_pod(jobset_labels("chief", "1", "0", "3") +
+                                                                      "\ntfboot/cluster=\"chief=1,worker=2\""),
+                             "bert-chief-0-0"},
+         "chief:0 from JobSet 'bert' (replicated job chief, job index 0, from /etc/podinfo) | chief bert-chief-0-0:2224; worker "
+         "bert-worker-0-0:2222 bert-worker-1-0:2222"},
+    });
+  }
+  SUBCASE("what the labels cannot say, and bad data, are usage errors naming the file") {
+    auto labels_with = [](const std::string& extra) { return jobset_labels("worker", "2", "1", "3") + "\n" + extra; };
+    check_rows(jobset, {
+        {"other replicated jobs without the annotation", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", "3"))},
+         "error 2: JobSet: /etc/podinfo/labels: jobset.sigs.k8s.io/global-replicas '3' counts other replicated jobs, whose "
+         "replicas are in no label of this pod; set the annotation tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template"},
+        {"other replicated jobs, and the annotations not mounted", {{}, {}, [&] {
+           PlatformFiles files = jobset_pod(jobset_labels("worker", "2", "1", "3"));
+           files.pod_annotations.reset();
+           return files;
+         }()},
+         "error 2: JobSet: /etc/podinfo/labels: jobset.sigs.k8s.io/global-replicas '3' counts other replicated jobs, whose "
+         "replicas are in no label of this pod; set the annotation tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template, "
+         "and mount the pod's annotations (/etc/podinfo/annotations is missing)"},
+        {"an old controller without global-replicas", {{}, {}, jobset_pod(jobset_labels("worker", "2", "1", ""))},
+         "error 2: JobSet: jobset.sigs.k8s.io/global-replicas is not set (a JobSet controller before it); set the annotation "
+         "tfboot/cluster (e.g. \"chief=1,worker=4\") on every pod template"},
+        {"an annotation that contradicts the replicas", {{}, {}, jobset_pod(labels_with("tfboot/cluster=\"chief=1,worker=4\""))},
+         "error 2: /etc/podinfo/labels: tfboot/cluster 'chief=1,worker=4' says worker=4, but "
+         "/etc/podinfo/labels: jobset.sigs.k8s.io/replicatedjob-replicas '2'"},
+        {"an annotation that does not add up", {{}, {}, jobset_pod(labels_with("tfboot/cluster=\"ps=2,worker=2\""))},
+         "error 2: /etc/podinfo/labels: tfboot/cluster 'ps=2,worker=2' adds up to 4 tasks, but /etc/podinfo/labels: "
+         "jobset.sigs.k8s.io/global-replicas '3'"},
+        {"a malformed annotation", {{}, {}, jobset_pod(labels_with("tfboot/cluster=\"chief=1,workers=2\""))},
+         "error 2: /etc/podinfo/labels: tfboot/cluster 'chief=1,workers=2': unknown task type 'workers' (use chief, worker, ps or "
+         "evaluator)"},
+        {"a replicated job not named after a task type", {{}, {}, jobset_pod(jobset_labels("trainer", "2", "1", "2"))},
+         "error 2: /etc/podinfo/labels: jobset.sigs.k8s.io/replicatedjob-name 'trainer' is not a task type: name the replicated "
+         "jobs chief, worker, ps or evaluator"},
+        {"master is not accepted: the peers' names need the type's own name",
+         {{}, {}, jobset_pod(jobset_labels("master", "1", "0", "1"))},
+         "error 2: /etc/podinfo/labels: jobset.sigs.k8s.io/replicatedjob-name 'master' is not a task type: name the replicated "
+         "jobs chief, worker, ps or evaluator"},
+        {"replicas that are not a number", {{}, {}, jobset_pod(jobset_labels("worker", "x", "1", "2"))},
+         "error 2: /etc/podinfo/labels: jobset.sigs.k8s.io/replicatedjob-replicas 'x' is not a positive integer"},
+        {"a job index outside the replicas", {{}, {}, jobset_pod(jobset_labels("worker", "2", "2", "2"))},
+         "error 2: /etc/podinfo/labels: jobset.sigs.k8s.io/job-index '2' is not an index below /etc/podinfo/labels: "
+         "jobset.sigs.k8s.io/replicatedjob-replicas '2'"},
+        {"a missing label", {{}, {}, jobset_pod("jobset.sigs.k8s.io/jobset-name=\"bert\"")},
+         "error 2: /etc/podinfo: a pod of JobSet 'bert' without jobset.sigs.k8s.io/replicatedjob-name in its labels or "
+         "annotations"},
+        {"several pods per Job", {{}, {{"JOB_COMPLETION_INDEX", "1"}}, jobset_pod(jobset_labels("worker", "1", "0", "1", false))},
+         "error 2: JobSet: JOB_COMPLETION_INDEX '1': tfboot derives the cluster when each Job runs one pod (completions: 1, "
+         "replicas: the task count); with more pods per Job set TFBOOT_CLUSTER and TFBOOT_PEER_TEMPLATE"},
+        {"no completion index anywhere", {{}, {}, jobset_pod(jobset_labels("worker", "1", "0", "1", false))},
+         "error 2: JobSet: neither batch.kubernetes.io/job-completion-index nor JOB_COMPLETION_INDEX is set: the replicated "
+         "jobs' Jobs must be Indexed (completionMode: Indexed)"},
+        {"a malformed line", {{}, {}, jobset_pod("jobset.sigs.k8s.io/jobset-name=bert")},
+         "error 2: /etc/podinfo/labels: the line of 'jobset.sigs.k8s.io/jobset-name' is not "
+         "jobset.sigs.k8s.io/jobset-name=\"<value>\""},
+    });
+  }
+}
+
+TEST_CASE("platforms::describe_job_by_platform asks JobSet, Volcano, Slurm, SageMaker in this order") {
+  PlatformFiles all = jobset_pod(jobset_labels("worker", "2", "1", "2"));
+  all.sagemaker_resource_config = R"({"current_host":"algo-1","hosts":["algo-1"]})";
+  const Environment volcano_env{{"VC_TASK_INDEX", "0"}, {"VC_WORKER_HOSTS", "v-worker-0.v"}};
+  const Environment both_env = with(srun_task("1"), volcano_env);
+  PlatformFiles sagemaker_only;
+  sagemaker_only.sagemaker_resource_config = all.sagemaker_resource_config;
+  check_rows(any_platform, {
+      {"JobSet first", {{}, both_env, all, "v-worker-0"},
+       "worker:1 from JobSet 'bert' (replicated job worker, job index 1, from /etc/podinfo) | worker bert-worker-0-0:2222 "
+       "bert-worker-1-0:2222"},
+      {"then Volcano", {{}, both_env, sagemaker_only, "v-worker-0"},
+       "worker:0 from Volcano (VC_TASK_INDEX, type from hostname 'v-worker-0' (from gethostname()) in VC_WORKER_HOSTS) | worker "
+       "v-worker-0.v:2222"},
+      {"then Slurm", {{}, srun_task("1"), sagemaker_only},
+       "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+      {"then SageMaker", {{}, {}, sagemaker_only},
+       "worker:0 from SageMaker (current_host 'algo-1' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222"},
+      {"none", {{}, {{"POD_NAME", "mnist-worker-0"}}}, "none"},
+      {"the first platform found answers, errors included", {{}, srun_task("1"), jobset_pod("jobset.sigs.k8s.io/jobset-name=\"b\"")},
+       "error 2: /etc/podinfo: a pod of JobSet 'b' without jobset.sigs.k8s.io/replicatedjob-name in its labels or annotations"},
+  });
+}
+
+TEST_CASE("platforms::cluster_counts_text") {
+  std::vector<PeerAddress> peers{{TaskType::chief, 0, "a", 1}, {TaskType::worker, 0, "b", 1}, {TaskType::worker, 1, "c", 1},
+                                 {TaskType::ps, 0, "d", 1}};
+  CHECK(cluster_counts_text(peers) == "chief=1,worker=2,ps=1");
+  CHECK(cluster_counts_text({}) == "");
+}
+
+}  // namespace tfboot

@@ -1,0 +1,220 @@
+// startup.json: identity, source, peers with their resolution, version, and the history of restarts.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "task/startup.h"
+
+namespace tfboot {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+const std::string tf_config_text =
+    R"({"cluster":{"chief":["mnist-chief-0.mnist.default.svc.cluster.local:2222"],)"
+    R"("worker":["mnist-worker-0.mnist.default.svc.cluster.local:2222"]},"task":{"type":"worker","index":0}})";
+
+StartupReport sample_report(double started_at = 1700000000.5) {
+  StartupReport report;
+  report.version = "0.1.0";
+  report.identity = Identity{TaskType::worker, 0, "hostname 'mnist-worker-0' (from POD_NAME)"};
+  report.hostname = "mnist-worker-0";
+  report.peers = {
+      PeerAddress{TaskType::chief, 0, "mnist-chief-0.mnist.default.svc.cluster.local", 2222, true},
+      PeerAddress{TaskType::worker, 0, "mnist-worker-0.mnist.default.svc.cluster.local", 2222, true},
+  };
+  NameStatus chief;
+  chief.name = "mnist-chief-0.mnist.default.svc.cluster.local.";
+  chief.resolved = true;
+  chief.tries = 3;
+  chief.addresses = {"10.244.1.5", "fd00::5"};
+  chief.last_status = LookupStatus::resolved;
+  chief.time_to_resolve = 1250ms;
+  NameStatus worker;
+  worker.name = "mnist-worker-0.mnist.default.svc.cluster.local.";
+  worker.resolved = true;
+  worker.tries = 1;
+  worker.addresses = {"10.244.1.7"};
+  worker.last_status = LookupStatus::resolved;
+  worker.time_to_resolve = 4ms;
+  report.resolution = {chief, worker};
+  report.dns_servers = {"10.96.0.10:53"};
+  report.warnings = {"own name resolves elsewhere"};
+  report.tf_config = tf_config_text;
+  report.command = {"python", "train.py", "--epochs", "3"};
+  report.started_at = started_at;
+  report.dns_wait_seconds = 1.25;
+  report.written_at = started_at + 2;
+  return report;
+}
+
+json parse(const std::string& text) {
+  auto parsed = json::parse(text, nullptr, false);
+  REQUIRE_MESSAGE(!parsed.is_discarded(), text);
+  return parsed;
+}
+
+}  // namespace
+
+TEST_CASE("startup::build_startup_json") {
+  SUBCASE("identity, its source, version and the run's facts") {
+    const std::string text = build_startup_json(sample_report(), {});
+    CHECK(text.starts_with("{\n  \"tfboot_version\": \"0.1.0\",\n"));
+    CHECK(text.ends_with("}\n"));
+    auto root = parse(text);
+    CHECK(root["tfboot_version"] == "0.1.0");
+    CHECK(root["task"] == json{{"type", "worker"}, {"index", 0}});
+    CHECK(root["identity_source"] == "hostname 'mnist-worker-0' (from POD_NAME)");
+    CHECK(root["hostname"] == "mnist-worker-0");
+    CHECK(root["started_at"] == 1700000000.5);
+    CHECK(root["written_at"] == 1700000002.5);
+    CHECK(root["dns_wait_seconds"] == 1.25);
+    CHECK(root["dns_servers"] == json{"10.96.0.10:53"});
+    CHECK(root["warnings"] == json{"own name resolves elsewhere"});
+  }
+  SUBCASE("each peer with its addresses, tries and time to resolve") {
+    auto root = parse(build_startup_json(sample_report(), {}));
+    REQUIRE(root["peers"].size() == 2);
+    CHECK(root["peers"][0].dump() ==
+          R"({"addresses":["10.244.1.5","fd00::5"],"name":"mnist-chief-0.mnist.default.svc.cluster.local","port":2222,)"
+          R"("resolved":true,"seconds_to_resolve":1.25,"task":"chief:0","tries":3})");
+    CHECK(root["peers"][1].dump() ==
+          R"({"addresses":["10.244.1.7"],"name":"mnist-worker-0.mnist.default.svc.cluster.local","port":2222,)"
+          R"("resolved":true,"seconds_to_resolve":0.004,"task":"worker:0","tries":1})");
+  }
+  SUBCASE("a peer that never resolved carries its last error") {
+    auto report = sample_report();
+    report.resolution[1].resolved = false;
+    report.resolution[1].addresses.clear();
+    report.resolution[1].tries = 12;
+    report.resolution[1].last_status = LookupStatus::not_published;
+    report.resolution[1].last_error = "NXDOMAIN";
+    auto root = parse(build_startup_json(report, {}));
+    CHECK(root["peers"][1].dump() ==
+          R"({"addresses":[],"last_error":"not published yet: NXDOMAIN","name":"mnist-worker-0.mnist.default.svc.cluster.local",)"
+          R"("port":2222,"resolved":false,"seconds_to_resolve":-1.0,"task":"worker:0","tries":12})");
+  }
+  SUBCASE("without a DNS wait (--wait 0) peers have no resolution fields") {
+    auto report = sample_report();
+    report.resolution.clear();
+    report.dns_servers.clear();
+    auto root = parse(build_startup_json(report, {}));
+    CHECK(root["peers"][0].dump() ==
+          R"({"name":"mnist-chief-0.mnist.default.svc.cluster.local","port":2222,"task":"chief:0"})");
+    CHECK(root["dns_servers"] == json::array());
+  }
+  SUBCASE("TF_CONFIG and the command are embedded as JSON, not as strings") {
+    auto root = parse(build_startup_json(sample_report(), {}));
+    CHECK(root["tf_config"] == json::parse(tf_config_text));
+    CHECK(root["command"] == json{"python", "train.py", "--epochs", "3"});
+  }
+  SUBCASE("a first start: no restarts, empty history") {
+    auto root = parse(build_startup_json(sample_report(), {}));
+    CHECK(root["restarts"] == 0);
+    CHECK(root["history"] == json::array());
+  }
+  SUBCASE("a previous startup.json raises restarts and keeps history, oldest first") {
+    const std::string first = build_startup_json(sample_report(100), {});
+    const std::string second = build_startup_json(sample_report(200), read_previous_starts(first));
+    auto root = parse(second);
+    CHECK(root["restarts"] == 1);
+    CHECK(root["history"].dump() ==
+          R"json([{"identity_source":"hostname 'mnist-worker-0' (from POD_NAME)","started_at":100.0}])json");
+    CHECK(root["started_at"] == 200.0);
+
+    auto third_report = sample_report(300);
+    third_report.identity.source = "JOB_COMPLETION_INDEX";
+    auto third = parse(build_startup_json(third_report, read_previous_starts(second)));
+    CHECK(third["restarts"] == 2);
+    REQUIRE(third["history"].size() == 2);
+    CHECK(third["history"][0]["started_at"] == 100.0);
+    CHECK(third["history"][1]["started_at"] == 200.0);
+    CHECK(third["identity_source"] == "JOB_COMPLETION_INDEX");
+  }
+  SUBCASE("history keeps the last 20 starts") {
+    std::string previous;
+    for (int run = 0; run < 25; ++run) previous = build_startup_json(sample_report(run), run == 0 ? PreviousStarts{} : read_previous_starts(previous));
+    auto root = parse(previous);
+    CHECK(root["restarts"] == 24);
+    REQUIRE(root["history"].size() == 20);
+    CHECK(root["history"].front()["started_at"] == 4.0);
+    CHECK(root["history"].back()["started_at"] == 23.0);
+  }
+  SUBCASE("an unreadable previous file starts afresh") {
+    for (const std::string previous : {"", "{not json", "[1,2]", "\"text\""}) {
+      CAPTURE(previous);
+      auto root = parse(build_startup_json(sample_report(), read_previous_starts(previous)));
+      CHECK(root["restarts"] == 0);
+      CHECK(root["history"] == json::array());
+    }
+  }
+  SUBCASE("command arguments and hostnames that are not UTF-8 are replaced, never an abort") {
+    auto report = sample_report();
+    report.command = {"echo", "caf\xe9"};
+    report.hostname = "host\xff";
+    auto root = parse(build_startup_json(report, {}));
+    CHECK(root["command"] == json{"echo", "caf\xef\xbf\xbd"});
+    CHECK(root["hostname"] == "host\xef\xbf\xbd");
+  }
+}
+
+TEST_CASE("startup::read_previous_starts") {
+  SUBCASE("no earlier file: no restarts, no damage") {
+    auto previous = read_previous_starts(std::nullopt);
+    CHECK(previous.restarts == 0);
+    CHECK(previous.history.empty());
+    CHECK_FALSE(previous.damage);
+  }
+  SUBCASE("an earlier file without a counter still counts as one start") {
+    auto previous = read_previous_starts(R"({"started_at": 5.5, "identity_source": "hostname"})");
+    CHECK(previous.restarts == 1);
+    REQUIRE(previous.history.size() == 1);
+    CHECK(previous.history[0].started_at == 5.5);
+    CHECK(previous.history[0].identity_source == "hostname");
+    CHECK_FALSE(previous.damage);
+  }
+  struct Row {
+    const char* behaviour;
+    std::string text;
+    std::string damage;
+  };
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const Row rows[] = {
+      {"not JSON", "{not json", "not a JSON object"},
+      {"empty", "", "not a JSON object"},
+      {"a list", "[1,2]", "not a JSON object"},
+      {"started_at of the wrong type", R"({"started_at":"yesterday","identity_source":"x"})",
+       "\"started_at\" or \"identity_source\" missing or of the wrong type"},
+      {"restarts at INT_MAX", R"({"restarts":2147483647,"started_at":1,"identity_source":"x"})", "\"restarts\" is not a count"},
+      {"negative restarts", R"({"restarts":-3,"started_at":1,"identity_source":"x"})", "\"restarts\" is not a count"},
+      {"restarts as text", R"({"restarts":"7","started_at":1,"identity_source":"x"})", "\"restarts\" is not a count"},
+      {"history not a list", R"({"history":{},"started_at":1,"identity_source":"x"})", "\"history\" is not a list"},
+      {"a history entry of the wrong shape", R"({"history":[{"started_at":"x"}],"started_at":1,"identity_source":"x"})",
+       "an entry of \"history\" is not a start"},
+      {"deeply nested history", R"({"started_at":1,"identity_source":"x","history":)" + deep + "}", "nested deeper than 16 levels"},
+      {"over 1 MiB", std::string(max_previous_startup_json + 1, ' '), "larger than 1 MiB"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.behaviour);
+    auto previous = read_previous_starts(row.text);
+    REQUIRE(previous.damage);
+    CHECK(*previous.damage == row.damage);
+    CHECK(previous.restarts == 0);
+    CHECK(previous.history.empty());
+  }
+  SUBCASE("a long history keeps its last 20 entries plus the earlier start, bounded") {
+    std::string history;
+    for (int i = 0; i < 30; ++i) history += std::string(i ? "," : "") + R"({"started_at":)" + std::to_string(i) + R"(,"identity_source":"h"})";
+    auto previous = read_previous_starts(R"({"restarts":30,"started_at":99,"identity_source":"h","history":[)" + history + "]}");
+    CHECK(previous.restarts == 31);
+    REQUIRE(previous.history.size() == max_history);
+    CHECK(previous.history.back().started_at == 99);
+    CHECK(previous.history.front().started_at == 11);
+  }
+}
+
+}  // namespace tfboot

@@ -8,7 +8,11 @@
 
 #include <fmt/core.h>
 
-#include "cli/options.h"
+namespace tfboot {
+
+enum class LogFormat { text, json };
+
+}  // namespace tfboot
 
 namespace tfboot::log {
 

@@ -10,24 +10,15 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/log.h"
+#include "base/setting.h"
 
 namespace tfboot {
 
-using Environment = std::map<std::string, std::string, std::less<>>;
-
-// A string option together with where it came from ("--cluster" or "TFBOOT_CLUSTER"),
-// so that a later step can name the source in its error message.
-struct Setting {
-  std::string value;
-  std::string source;
-};
-// "--cluster 'worker=x'": where a value came from and the value, for error messages.
-inline std::string quoted(const Setting& setting) { return setting.source + " '" + setting.value + "'"; }
 
 enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };
-enum class LogFormat { text, json };
 enum class EnvCheck { warn, fail, off };
 
 struct Options {

@@ -1,4 +1,4 @@
-// The control channel's shared secret, job id, nonces and HMAC proofs.
+// The control channel's shared secret, job id and nonces.
 #include "control/auth.h"
 
 #include <fcntl.h>
@@ -8,21 +8,11 @@
 #include <cstring>
 
 #include <nlohmann/json.hpp>
-#include <sodium.h>
+
+#include "base/digest.h"
 
 namespace tfboot {
 namespace {
-
-std::string to_hex(const unsigned char* bytes, std::size_t size) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string text;
-  text.reserve(size * 2);
-  for (std::size_t i = 0; i < size; ++i) {
-    text += digits[bytes[i] >> 4];
-    text += digits[bytes[i] & 15];
-  }
-  return text;
-}
 
 // Reads at most `limit` + 1 bytes, so that an oversized file (or /dev/zero) is noticed, not read.
 Result<std::string> read_bounded(const Setting& path, std::size_t limit) {
@@ -60,11 +50,7 @@ Result<std::string> read_control_secret(const Setting& path) {
   return content;
 }
 
-std::string job_id_of_cluster(std::string_view cluster_json) {
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(cluster_json.data()), cluster_json.size());
-  return to_hex(digest, sizeof digest).substr(0, 16);
-}
+std::string job_id_of_cluster(std::string_view cluster_json) { return sha256_hex(cluster_json).substr(0, 16); }
 
 std::string job_id(const TfConfig& config) {
   // Taken from to_json's own output so that the text hashed is the one tfboot writes.
@@ -75,29 +61,9 @@ std::string job_id(const TfConfig& config) {
 }
 
 Result<std::string> make_nonce() {
-  // libsodium wants sodium_init() before use: it chooses the randomness source, after which
-  // randombytes_buf is thread-safe. The static runs it once; it fails only on its own lock.
-  static const bool sodium_ready = sodium_init() >= 0;
-  if (!sodium_ready) return make_error(1, "libsodium failed to initialise; no random bytes for the control channel's nonce");
-  unsigned char bytes[16];
-  randombytes_buf(bytes, sizeof bytes);
-  return to_hex(bytes, sizeof bytes);
-}
-
-std::string hmac_hex(std::string_view secret, std::string_view text) {
-  // The init/update/final form takes a key of any length (a longer one is hashed first, as
-  // RFC 2104 says); crypto_auth_hmacsha256() itself wants exactly 32 bytes.
-  crypto_auth_hmacsha256_state state;
-  crypto_auth_hmacsha256_init(&state, reinterpret_cast<const unsigned char*>(secret.data()), secret.size());
-  crypto_auth_hmacsha256_update(&state, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  unsigned char digest[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256_final(&state, digest);  // also wipes the state, which held the key's pads
-  return to_hex(digest, sizeof digest);
-}
-
-bool same_proof(std::string_view expected, std::string_view received) {
-  if (expected.empty() || expected.size() != received.size()) return false;
-  return sodium_memcmp(expected.data(), received.data(), expected.size()) == 0;
+  auto nonce = random_hex(16);
+  if (!nonce) return make_error(1, "libsodium failed to initialise; no random bytes for the control channel's nonce");
+  return nonce;
 }
 
 }  // namespace tfboot

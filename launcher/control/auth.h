@@ -1,5 +1,5 @@
-// The control channel's shared secret, job id, nonces and HMAC proofs (libsodium; no
-// cryptography of our own). Pure apart from reading the secret file and the random nonces.
+// The control channel's shared secret, job id and nonces (the proofs themselves are in
+// base/digest.h, below the protocol). Pure apart from reading the secret file and the nonces.
 #pragma once
 
 #include <string>
@@ -26,11 +26,5 @@ std::string job_id(const TfConfig& config);
 // 16 fresh random bytes as 32 hex characters; an error only when libsodium cannot start. (With no
 // randomness at all, neither getrandom(2) nor /dev/urandom, libsodium aborts the process.)
 Result<std::string> make_nonce();
-
-// HMAC-SHA256 of `text` under `secret`, as 64 hex characters.
-std::string hmac_hex(std::string_view secret, std::string_view text);
-
-// Compares in constant time, so that timing tells an attacker nothing about a proof.
-bool same_proof(std::string_view expected, std::string_view received);
 
 }  // namespace tfboot

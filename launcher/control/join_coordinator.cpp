@@ -1,6 +1,6 @@
 // The start barrier, coordinator side: accepts connections, challenges them, feeds their hellos
 // and heartbeats to the StartBarrier, and sends its verdict to every task.
-#include "control/join.h"
+#include "control/join_sides.h"
 
 #include <algorithm>
 #include <future>
@@ -18,7 +18,7 @@ using SteadyClock = std::chrono::steady_clock;
 
 // A connection at the coordinator before the start.
 struct Candidate {
-  Channel channel;
+  MessageConnection channel;
   Challenge challenge;
   Instant opened;
   std::optional<JobMember> task;  // once its hello was accepted
@@ -99,7 +99,7 @@ class CoordinatorBarrier {
         continue;
       }
       Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value()};
-      Candidate candidate{Channel(std::move(accepted->first), accepted->second, max_task_message, now), challenge, now};
+      Candidate candidate{MessageConnection(std::move(accepted->first), accepted->second, max_task_message, now), challenge, now};
       candidate.channel.send(challenge);
       connections_.emplace(next_id_++, std::move(candidate));
     }
@@ -212,8 +212,8 @@ class CoordinatorBarrier {
     return decision;
   }
 
-  std::vector<Channel*> present_channels() {
-    std::vector<Channel*> channels;
+  std::vector<MessageConnection*> present_channels() {
+    std::vector<MessageConnection*> channels;
     for (auto& [id, candidate] : connections_) {
       if (candidate.task && !candidate.channel.broken()) channels.push_back(&candidate.channel);
     }
@@ -225,7 +225,7 @@ class CoordinatorBarrier {
                           std::to_string(barrier_.progress().present) + "/" + std::to_string(settings_.tasks.size()) +
                           " tasks present; missing " + barrier_.missing_report();
     auto channels = present_channels();
-    for (Channel* channel : channels) channel->send(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
+    for (MessageConnection* channel : channels) channel->send(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
     deliver(channels, SteadyClock::now() + linger);
     return make_error(exit_code::start_barrier_incomplete, message);
   }
@@ -251,19 +251,19 @@ class CoordinatorBarrier {
 Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
-    for (Channel* channel : channels) channel->send(fitted_to_the_wire(*abort));
+    for (MessageConnection* channel : channels) channel->send(fitted_to_the_wire(*abort));
     deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
     return make_error(abort->code, abort->message);
   }
   const Start& start = std::get<Start>(decision);
-  for (Channel* channel : channels) channel->send(start);
+  for (MessageConnection* channel : channels) channel->send(start);
   // The start message may be megabytes for a large job; delivered before anyone may close.
   deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
   log_differences(start.environment_differences);
   log::info("start barrier: all {} tasks present; starting", settings_.tasks.size());
 
   Instant now = SteadyClock::now();
-  std::map<JobMember, Channel> tasks;
+  std::map<JobMember, MessageConnection> tasks;
   std::vector<JobMonitor::Watched> watched;
   for (const auto& present : barrier_.present_tasks()) {
     auto it = connections_.find(present.connection);

@@ -1,6 +1,6 @@
 // The start barrier, task side: finds the coordinator (retrying with backoff and jitter), answers
 // its challenge, and waits for its start or abort while both send heartbeats.
-#include "control/join.h"
+#include "control/join_sides.h"
 
 #include <algorithm>
 #include <random>
@@ -170,7 +170,7 @@ class TaskBarrier {
   Instant phase_deadline_{};
   std::minstd_rand random_;
   Phase phase_ = Phase::idle;
-  std::optional<Channel> channel_;
+  std::optional<MessageConnection> channel_;
   Challenge challenge_;
   std::vector<std::string> addresses_;
   std::size_t next_address_ = 0;
@@ -237,7 +237,7 @@ Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Insta
   log::info("start barrier: the coordinator says start");
   StartInfo info{start.environment_differences, start.members, start.supervised, start.names_verified};
   // Kept only when both sides watch the job after the start; otherwise closed here.
-  std::optional<Channel> kept;
+  std::optional<MessageConnection> kept;
   if (settings_.supervise && start.supervised) kept = std::move(channel_);
   channel_.reset();
   return make_task_link(std::move(info), settings_, std::move(kept), now);

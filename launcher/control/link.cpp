@@ -14,7 +14,7 @@ using SteadyClock = std::chrono::steady_clock;
 // silences into the JobMonitor, its decisions out to every task.
 class CoordinatorLink final : public JobLink {
  public:
-  CoordinatorLink(StartInfo info, const JobSettings& settings, Socket listener, std::map<JobMember, Channel> tasks,
+  CoordinatorLink(StartInfo info, const JobSettings& settings, Socket listener, std::map<JobMember, MessageConnection> tasks,
                   const std::vector<JobMonitor::Watched>& watched, Instant now)
       : JobLink(std::move(info)),
         heartbeat_every_(settings.heartbeat_every),
@@ -61,15 +61,15 @@ class CoordinatorLink final : public JobLink {
 
   void finish(std::chrono::milliseconds at_most) override {
     listener_.reset();
-    std::vector<Channel*> channels;
+    std::vector<MessageConnection*> channels;
     for (auto& [task, channel] : tasks_) channels.push_back(&channel);
     deliver(channels, SteadyClock::now() + at_most);
-    for (Channel* channel : channels) channel->shutdown_write();
+    for (MessageConnection* channel : channels) channel->shutdown_write();
     tasks_.clear();
   }
 
  private:
-  JobDecision read_messages(const JobMember& task, Channel& channel, Instant now) {
+  JobDecision read_messages(const JobMember& task, MessageConnection& channel, Instant now) {
     JobDecision decision;
     while (auto line = channel.next_line()) {
       auto message = parse_message(*line, Sender::task);
@@ -93,7 +93,7 @@ class CoordinatorLink final : public JobLink {
   // The job has started: a new hello is refused at once, with no state kept for it.
   void refuse_latecomers() {
     while (auto accepted = accept_one(listener_.fd())) {
-      Channel channel(std::move(accepted->first), accepted->second, max_task_message, SteadyClock::now());
+      MessageConnection channel(std::move(accepted->first), accepted->second, max_task_message, SteadyClock::now());
       channel.send(Refused{"job already started"});
       channel.shutdown_write();
       log::info("control channel: refused a connection from {}: job already started", accepted->second);
@@ -102,7 +102,7 @@ class CoordinatorLink final : public JobLink {
 
   std::chrono::milliseconds heartbeat_every_;
   Socket listener_;
-  std::map<JobMember, Channel> tasks_;
+  std::map<JobMember, MessageConnection> tasks_;
   JobMonitor monitor_;
   Instant next_heartbeat_;
 };
@@ -110,7 +110,7 @@ class CoordinatorLink final : public JobLink {
 // A task's side after the start: heartbeats to the coordinator, its done/stop in, our exit out.
 class TaskLink final : public JobLink {
  public:
-  TaskLink(StartInfo info, const JobSettings& settings, std::optional<Channel> channel, Instant now)
+  TaskLink(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel, Instant now)
       : JobLink(std::move(info)),
         heartbeat_every_(settings.heartbeat_every),
         settings_(settings),
@@ -169,7 +169,7 @@ class TaskLink final : public JobLink {
  private:
   std::chrono::milliseconds heartbeat_every_;
   JobSettings settings_;  // a copy: the link outlives join_job's argument
-  std::optional<Channel> channel_;
+  std::optional<MessageConnection> channel_;
   CoordinatorWatch watch_;
   Instant next_heartbeat_;
 };
@@ -177,12 +177,12 @@ class TaskLink final : public JobLink {
 }  // namespace
 
 std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener,
-                                               std::map<JobMember, Channel> tasks,
+                                               std::map<JobMember, MessageConnection> tasks,
                                                const std::vector<JobMonitor::Watched>& watched, Instant now) {
   return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(tasks), watched, now);
 }
 
-std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<Channel> channel,
+std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
                                         Instant now) {
   return std::make_unique<TaskLink>(std::move(info), settings, std::move(channel), now);
 }

@@ -1,27 +1,60 @@
 // The job's control channel after the start: the JobLink each side keeps while the command runs
 // (the coordinator's over every supervised task, a task's over the coordinator). Made by the
-// join files once the start barrier is passed; run.cpp and the supervisor use them via control.h.
+// join files once the start barrier is passed; run.cpp and the supervisor use them via control/join.h.
 #pragma once
 
+#include <poll.h>
+
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include "control/control.h"
+#include "control/settings.h"
 #include "control/socket.h"
 
 namespace tfboot {
 
+struct StartInfo {
+  std::vector<std::string> environment_differences;  // empty when all equal or --env-check off
+  std::vector<MemberInfo> members;                     // every task: host, DNS name, addresses
+  bool coordinator_supervises = false;                 // false: the link after the start is inert
+  bool names_verified = false;                         // members' addresses are their names' DNS answers
+};
+
+class JobLink {
+ public:
+  virtual ~JobLink() = default;
+  const StartInfo& start_info() const { return start_info_; }
+  // Appends the descriptors to watch (with their events) to `fds`.
+  virtual void add_poll_fds(std::vector<pollfd>& fds) const = 0;
+  // When process() must run even if no descriptor is ready (heartbeats, silence timeouts).
+  virtual std::chrono::steady_clock::time_point next_wakeup() const = 0;
+  // Handles whatever is ready in `fds` (ours are found by descriptor) and due at `now`. At most
+  // one decision (job_done, task_failed or coordinator_lost) is ever returned.
+  virtual std::vector<JobEvent> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) = 0;
+  // Our own command ended with `status` (exit code, 128+N for signal N). A task tells the
+  // coordinator; the coordinator tells every task "done" (0) or "stop" (non-zero), unless the
+  // job was decided before.
+  virtual void report_exit(int status) = 0;
+  // Delivers what is queued and closes, waiting at most `at_most`.
+  virtual void finish(std::chrono::milliseconds at_most) = 0;
+
+ protected:
+  explicit JobLink(StartInfo info) : start_info_(std::move(info)) {}
+  StartInfo start_info_;
+};
+
 // Heartbeats to every supervised task in `tasks`, their exits and silences into a JobMonitor, its
 // decisions out to every task; a new connection on `listener` (if kept) is refused at once.
 std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener,
-                                               std::map<JobMember, Channel> tasks,
+                                               std::map<JobMember, MessageConnection> tasks,
                                                const std::vector<JobMonitor::Watched>& watched, Instant now);
 
 // Heartbeats to the coordinator over `channel`, its done/stop in, our exit out. Without a
 // channel (one side does not supervise) the link is inert.
-std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<Channel> channel,
+std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
                                         Instant now);
 
 }  // namespace tfboot

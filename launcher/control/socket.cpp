@@ -1,4 +1,4 @@
-// The control channel's sockets: Socket, Channel and the poll, listen, accept and connect steps.
+// The control channel's sockets: Socket, MessageConnection and the poll, listen, accept and connect steps.
 #include "control/socket.h"
 
 #include <arpa/inet.h>
@@ -87,14 +87,14 @@ void Socket::reset() {
   fd_ = -1;
 }
 
-void Channel::send(const Message& message) {
+void MessageConnection::send(const Message& message) {
   if (broken()) return;
   output_ += encode(message);
   if (output_.size() - sent_ > max_queued_output) return fail("the peer does not read what we send");
   flush();
 }
 
-void Channel::flush() {
+void MessageConnection::flush() {
   while (has_output() && !broken()) {
     ssize_t put = ::send(socket_.fd(), output_.data() + sent_, output_.size() - sent_, MSG_NOSIGNAL);
     if (put >= 0) sent_ += static_cast<std::size_t>(put);
@@ -107,7 +107,7 @@ void Channel::flush() {
   }
 }
 
-void Channel::receive(Instant now) {
+void MessageConnection::receive(Instant now) {
   char buffer[65536];
   for (int round = 0; round < 16 && !broken(); ++round) {  // bounded, so one peer cannot starve the rest
     ssize_t got = ::recv(socket_.fd(), buffer, sizeof buffer, 0);
@@ -124,7 +124,7 @@ void Channel::receive(Instant now) {
   }
 }
 
-void Channel::shutdown_write() {
+void MessageConnection::shutdown_write() {
   if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(system_error("shutdown"));
 }
 
@@ -146,17 +146,17 @@ short revents_of(const std::vector<pollfd>& fds, int fd) {
   return 0;
 }
 
-void deliver(const std::vector<Channel*>& channels, Instant until) {
+void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
   while (SteadyClock::now() < until) {
     std::vector<pollfd> fds;
-    for (Channel* channel : channels) {
+    for (MessageConnection* channel : channels) {
       channel->flush();
       if (!channel->broken() && (channel->has_output() || unacknowledged(channel->fd()) > 0)) {
         fds.push_back({channel->fd(), channel->events(), 0});
       }
     }
     if (fds.empty() || !poll_until(fds, std::min(until, SteadyClock::now() + 20ms))) return;
-    for (Channel* channel : channels) {
+    for (MessageConnection* channel : channels) {
       if (revents_of(fds, channel->fd()) & (POLLIN | POLLHUP | POLLERR)) channel->receive(SteadyClock::now());
     }
   }

@@ -1,4 +1,4 @@
-// The control channel's sockets: an owned descriptor, a Channel that frames messages in and
+// The control channel's sockets: an owned descriptor, a MessageConnection that frames messages in and
 // queues them out, and the poll(2), listen, accept and connect steps around them. Every
 // descriptor is non-blocking and CLOEXEC; every system call is checked.
 #pragma once
@@ -46,9 +46,9 @@ class Socket {
 
 // One connection: lines in through a bounded FrameReader, messages out through a queue that is
 // written whenever the socket takes more.
-class Channel {
+class MessageConnection {
  public:
-  Channel(Socket socket, std::string peer, std::size_t max_line, Instant now)
+  MessageConnection(Socket socket, std::string peer, std::size_t max_line, Instant now)
       : socket_(std::move(socket)), peer_(std::move(peer)), reader_(max_line), last_heard_(now) {}
 
   int fd() const { return socket_.fd(); }
@@ -94,7 +94,7 @@ short revents_of(const std::vector<pollfd>& fds, int fd);
 // Until everything queued on `channels` has been acknowledged by the peers, or `until`: a close
 // with unread input sends a reset, and a reset throws away what the peer has not yet received.
 // What arrives meanwhile stays buffered in the channels for whoever reads them next.
-void deliver(const std::vector<Channel*>& channels, Instant until);
+void deliver(const std::vector<MessageConnection*>& channels, Instant until);
 
 // The coordinator's listener on every address: dual-stack where the host has IPv6, IPv4
 // otherwise. An error is exit_code::resources naming --control-port.

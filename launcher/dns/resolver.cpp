@@ -16,7 +16,7 @@
 #include <map>
 #include <mutex>
 
-#include "plan/cluster.h"
+#include "base/text.h"
 #include "base/log.h"
 
 namespace tfboot {

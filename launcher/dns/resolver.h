@@ -1,5 +1,5 @@
 // Name lookups behind a small interface: c-ares in production, a fake in unit tests. What a lookup
-// returns, and the pure helpers around names, are in dns_names.h.
+// returns, and the pure helpers around names, are in dns/names.h.
 #pragma once
 
 #include <chrono>
@@ -23,7 +23,7 @@ class Resolver {
   // Starts one reverse (PTR) lookup of a numeric address; the name comes back in `addresses`.
   virtual void start_reverse_lookup(const std::string& address, std::function<void(LookupResult)> done) = 0;
   // Sends one A query for the fully qualified `name` as it is and reports the TTL of the SOA in a
-  // negative answer (negative_answer_ttl in dns_names.h); nullopt otherwise or when unsupported.
+  // negative answer (negative_answer_ttl in dns/names.h); nullopt otherwise or when unsupported.
   virtual void start_negative_ttl_probe(const std::string& name, std::function<void(std::optional<std::uint32_t>)> done) {
     (void)name;
     done(std::nullopt);

@@ -1,5 +1,5 @@
 // A task's environment fingerprint, pure: the field table, the JSON form and the comparison
-// across tasks. Reading it from the files of the image is fingerprint_read.cpp.
+// across tasks. Reading it from the files of the image is fingerprint/read.cpp.
 #include "fingerprint/fingerprint.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // A task's environment fingerprint: what must match across the tasks of one job (TensorFlow,
 // Python, CUDA, cuDNN, NCCL, NVIDIA driver, GPUs, installed distributions). Read from files only,
-// never by running Python, so it takes milliseconds (fingerprint_read.cpp); comparing and the JSON
+// never by running Python, so it takes milliseconds (fingerprint/read.cpp); comparing and the JSON
 // form are pure (fingerprint.cpp).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "cli/options.h"
+#include "base/setting.h"
 
 namespace tfboot {
 

@@ -14,7 +14,8 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
-#include <sodium.h>
+
+#include "base/digest.h"
 
 namespace tfboot {
 namespace {
@@ -244,13 +245,6 @@ std::string tensorflow_version(const Tree& tree, const std::vector<std::string>&
   return std::string(fingerprint_absent);
 }
 
-std::string hex_prefix(const unsigned char* bytes, std::size_t count) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string text;
-  for (std::size_t i = 0; i < count; ++i) text += std::string{digits[bytes[i] >> 4], digits[bytes[i] & 15]};
-  return text;
-}
-
 std::string distributions_digest(const Tree& tree, const std::vector<std::string>& search_dirs) {
   std::set<std::string> installed;
   for (const auto& dir : search_dirs) {
@@ -261,9 +255,7 @@ std::string distributions_digest(const Tree& tree, const std::vector<std::string
   if (installed.empty()) return std::string(fingerprint_absent);
   std::string text;
   for (const auto& item : installed) text += item + "\n";
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  return std::to_string(installed.size()) + " distributions, sha256 " + hex_prefix(digest, 8);
+  return std::to_string(installed.size()) + " distributions, sha256 " + sha256_hex(text).substr(0, 16);
 }
 
 // The version in the dist-info of the first distribution whose name starts with `prefix`.

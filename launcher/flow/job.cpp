@@ -124,9 +124,9 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-class LinkChannel final : public JobChannel {
+class LinkJobView final : public JobView {
  public:
-  explicit LinkChannel(JobLink& link) : link_(link) {}
+  explicit LinkJobView(JobLink& link) : link_(link) {}
   void add_poll_fds(std::vector<pollfd>& fds) const override { link_.add_poll_fds(fds); }
   std::chrono::steady_clock::time_point next_wakeup() const override { return link_.next_wakeup(); }
   std::optional<JobOutcome> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) override {
@@ -194,7 +194,7 @@ std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<N
   return answers;
 }
 
-Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
+Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
                                    const std::optional<std::string>& secret, bool supervise) {
   auto made = settings_for(options, plan, facts, secret, supervise);
   if (!made) return std::unexpected(made.error());
@@ -214,6 +214,6 @@ Result<JobMembership> join_the_job(const Options& options, const Environment& en
   return membership;
 }
 
-std::unique_ptr<JobChannel> make_job_channel(JobLink& link) { return std::make_unique<LinkChannel>(link); }
+std::unique_ptr<JobView> make_job_view(JobLink& link) { return std::make_unique<LinkJobView>(link); }
 
 }  // namespace tfboot

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "control/control.h"
+#include "control/join.h"
 #include "base/error.h"
 #include "plan/host_facts.h"
 #include "cli/options.h"
@@ -43,7 +43,7 @@ std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vec
 // Blocks until the coordinator starts the job; exit 5 (barrier incomplete), 6 (environment
 // check failed), 3 (a name that does not resolve or points elsewhere, found by the coordinator),
 // 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
-Result<JobMembership> join_the_job(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
+Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
                                    const std::optional<std::string>& secret, bool supervise);
 
 // One answer per peer in cluster order, from the coordinator's verified table, for TF_CONFIG
@@ -52,6 +52,6 @@ std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<N
                                            const std::vector<MemberInfo>& table);
 
 // The supervisor's view of the link: the job's decisions as exit codes and log lines.
-std::unique_ptr<JobChannel> make_job_channel(JobLink& link);
+std::unique_ptr<JobView> make_job_view(JobLink& link);
 
 }  // namespace tfboot

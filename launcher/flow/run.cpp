@@ -120,10 +120,10 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
 
 bool runs_as_init(const Options& options) { return options.init.value_or(::getpid() == 1); }
 
-Result<JobMembership> join_job_if_supervised(const Options& options, const Environment& env, const Plan& plan,
+Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
                                              const HostFacts& facts, const std::optional<std::string>& secret) {
   if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return join_the_job(options, env, plan, facts, secret, runs_as_init(options));
+  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options));
 }
 
 Result<int> run_command(const Options& options, const Launch& launch, JobMembership& job) {
@@ -137,9 +137,9 @@ Result<int> run_command(const Options& options, const Launch& launch, JobMembers
   // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
   auto children = ChildSet::create(::getpid() != 1);
   if (!children) return std::unexpected(children.error());
-  std::unique_ptr<JobChannel> channel = job.link ? make_job_channel(*job.link) : nullptr;
+  std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
   auto status = supervise_command(**children, launch.command, launch.environment,
-                                  InitSettings{.stop_grace = options.stop_grace, .job = channel.get()});
+                                  InitSettings{.stop_grace = options.stop_grace, .job = job_view.get()});
   if (!status || *status != exit_code::ok || !options.idle_when_done) return status;
   log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
   return idle_until_stopped();
@@ -163,7 +163,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto job = join_job_if_supervised(options, env, *plan, facts, *secret);
+  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret);
   if (!job) return std::unexpected(job.error());
   if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
   tf_config = make_tf_config_text(options, *plan, dns->names);

@@ -46,11 +46,6 @@ std::optional<TaskType> parse_task_type(std::string_view text) {
 
 std::string task_name(TaskType type, int index) { return std::string(to_string(type)) + ":" + std::to_string(index); }
 
-std::string join_host_port(std::string_view host, int port) {
-  std::string text = host.find(':') != std::string_view::npos ? "[" + std::string(host) + "]" : std::string(host);
-  return text + ":" + std::to_string(port);
-}
-
 std::optional<int> parse_index(std::string_view text) {
   if (text.empty() || text.size() > 6) return std::nullopt;
   if (text.size() > 1 && text[0] == '0') return std::nullopt;  // "03" is not how Kubernetes writes ordinals

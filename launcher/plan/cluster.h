@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/text.h"
 #include "cli/options.h"
 
 namespace tfboot {
@@ -22,9 +23,6 @@ std::optional<TaskType> parse_task_type(std::string_view text);
 
 // "worker:3": how a task is named in logs, errors and files.
 std::string task_name(TaskType type, int index);
-
-// "host:port", or "[v6]:port" when the host is an IPv6 address: the one place that writes one.
-std::string join_host_port(std::string_view host, int port);
 
 // Parses a non-negative decimal integer below 1'000'000; anything else is nullopt.
 std::optional<int> parse_index(std::string_view text);

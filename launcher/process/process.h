@@ -23,9 +23,9 @@ struct JobOutcome {
 };
 
 // The supervisor's view of the job's control channel (README: Job supervision).
-class JobChannel {
+class JobView {
  public:
-  virtual ~JobChannel() = default;
+  virtual ~JobView() = default;
   virtual void add_poll_fds(std::vector<pollfd>& fds) const = 0;
   virtual std::chrono::steady_clock::time_point next_wakeup() const = 0;
   // Handles what is ready or due; a decision once the job has made one.
@@ -64,7 +64,7 @@ struct InitSettings {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
   // After the job is done, how long the command may take to end by itself before SIGTERM.
   std::chrono::milliseconds finish_window{std::chrono::seconds(5)};
-  JobChannel* job = nullptr;  // the job's control channel after the start barrier, if any
+  JobView* job = nullptr;  // the job's control channel after the start barrier, if any
 };
 
 // Blocks until SIGTERM or SIGINT, then returns 0: a finished task that a StatefulSet would

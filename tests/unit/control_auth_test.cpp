@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "base/digest.h"
 #include "control/auth.h"
 #include "test_support.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "control/control.h"
+#include "control/join.h"
 #include "control/auth.h"
 #include "test_support.h"
 

@@ -1,4 +1,4 @@
-// DNS names and lookup outcomes (dns_names.h): --dns-server lists, reverse names, what each failure
+// DNS names and lookup outcomes (dns/names.h): --dns-server lists, reverse names, what each failure
 // reason means, and /etc/hosts lines.
 #include <doctest/doctest.h>
 

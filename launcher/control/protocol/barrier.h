@@ -1,6 +1,6 @@
 // The start barrier as the coordinator sees it, pure: which task is present on which connection,
 // who is missing and why, and the verdict (start or abort) once every task said hello. Time is
-// passed in; control_join_coordinator.cpp feeds it from the sockets.
+// passed in; control/join_coordinator.cpp feeds it from the sockets.
 #pragma once
 
 #include <chrono>

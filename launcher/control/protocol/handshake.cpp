@@ -1,7 +1,7 @@
 // The control channel's handshake: proofs and the checks of challenge, hello and accepted.
 #include "control/protocol/handshake.h"
 
-#include "control/auth.h"
+#include "base/digest.h"
 
 namespace tfboot {
 

@@ -1,5 +1,5 @@
 // The control channel's messages: their types, one-line JSON framing, encoding and validating
-// parser. Pure; the handshake, barrier and watches build on these (control_protocol.h lists all).
+// parser. Pure; the handshake, barrier and watches build on these (control/protocol/protocol.h lists all).
 //
 // One message is one line of compact JSON, {"type":"hello",...}. A connection goes:
 //   coordinator: challenge{job, nonce, secret}   (first, so a task learns early that it is misconfigured)

@@ -1,9 +1,9 @@
 // The job's control channel, pure: events in, decisions out; time is passed in and nothing here
-// touches a socket (control_socket.h and the join and link files do). One header for all of it:
-//   control_messages.h   message types, framing, encoding and the validating parser (the wire)
-//   control_handshake.h  the shared-secret proofs and the checks of the first messages
-//   control_barrier.h    the start barrier's state, as the coordinator keeps it
-//   control_watch.h      the job after the start: JobMonitor (coordinator), CoordinatorWatch (task)
+// touches a socket (control/socket.h and the join and link files do). One header for all of it:
+//   control/protocol/messages.h   message types, framing, encoding and the validating parser (the wire)
+//   control/protocol/handshake.h  the shared-secret proofs and the checks of the first messages
+//   control/protocol/barrier.h    the start barrier's state, as the coordinator keeps it
+//   control/protocol/watch.h      the job after the start: JobMonitor (coordinator), CoordinatorWatch (task)
 #pragma once
 
 #include "control/protocol/barrier.h"

@@ -1,5 +1,5 @@
 // The job after the start, pure: the coordinator's JobMonitor (task exits and silences in,
-// events and broadcasts out) and a task's CoordinatorWatch. Time is passed in; control_link.cpp
+// events and broadcasts out) and a task's CoordinatorWatch. Time is passed in; control/link.cpp
 // feeds them from the sockets.
 #pragma once
 

@@ -1,12 +1,7 @@
-// The job's control channel: the settings' checks and join_job, which runs the start barrier as
-// the coordinator or as a task (control_join.h) and returns the link kept after the start
-// (control_link.h). The decisions are made by the pure types of control_protocol.h.
-#include "control/control.h"
+// The job's control channel settings: their checks before any socket (settings.h).
+#include "control/settings.h"
 
 #include <algorithm>
-
-#include "control/auth.h"
-#include "control/join.h"
 
 namespace tfboot {
 
@@ -28,23 +23,6 @@ Result<void> check_job_settings(const JobSettings& settings) {
     return usage_error("a task other than the coordinator needs a way to find the coordinator's address");
   }
   return {};
-}
-
-Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fingerprint& own) {
-  if (auto valid = check_job_settings(settings); !valid) return std::unexpected(valid.error());
-  auto instance = make_nonce();
-  if (!instance) return std::unexpected(instance.error());
-  Hello hello{settings.job_id, settings.self, settings.hostname, instance->substr(0, 16), settings.supervise,
-              settings.own_name, settings.own_addresses, own, "", ""};
-  // Strings that go on the wire are bounded there; cut here so that our own hello is never refused.
-  hello.host = hello.host.substr(0, 253);
-  hello.name = hello.name.substr(0, 253);
-  if (hello.addresses.size() > 64) hello.addresses.resize(64);
-  const Instant now = std::chrono::steady_clock::now();
-  if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
-  auto listener = open_listener(settings.port);
-  if (!listener) return std::unexpected(listener.error());
-  return join_as_coordinator(settings, std::move(*listener), hello, now);
 }
 
 }  // namespace tfboot

@@ -1,0 +1,27 @@
+// join_job: runs the start barrier as the coordinator or as a task (join_sides.h) and returns the
+// link kept after the start (link.h). The decisions are made by the pure types of protocol/.
+#include "control/join.h"
+
+#include "control/auth.h"
+#include "control/join_sides.h"
+
+namespace tfboot {
+
+Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fingerprint& own) {
+  if (auto valid = check_job_settings(settings); !valid) return std::unexpected(valid.error());
+  auto instance = make_nonce();
+  if (!instance) return std::unexpected(instance.error());
+  Hello hello{settings.job_id, settings.self, settings.hostname, instance->substr(0, 16), settings.supervise,
+              settings.own_name, settings.own_addresses, own, "", ""};
+  // Strings that go on the wire are bounded there; cut here so that our own hello is never refused.
+  hello.host = hello.host.substr(0, 253);
+  hello.name = hello.name.substr(0, 253);
+  if (hello.addresses.size() > 64) hello.addresses.resize(64);
+  const Instant now = std::chrono::steady_clock::now();
+  if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
+  auto listener = open_listener(settings.port);
+  if (!listener) return std::unexpected(listener.error());
+  return join_as_coordinator(settings, std::move(*listener), hello, now);
+}
+
+}  // namespace tfboot

@@ -1,0 +1,51 @@
+// The job's control channel as configured for one task: who the tasks are, who coordinates,
+// the port, the deadlines and the callbacks that reach the DNS (made by flow/job.cpp).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "cli/options.h"
+#include "control/protocol/protocol.h"
+
+namespace tfboot {
+
+struct JobSettings {
+  std::string job_id;                // job_id(tf_config) from control/auth.h
+  std::vector<JobMember> tasks;      // every task of the cluster, evaluator included, in cluster order
+  JobMember self;
+  JobMember coordinator;             // chief:0 if the cluster has a chief, else worker:0
+  int port = 2220;                   // --control-port (never 0 here)
+  std::chrono::milliseconds start_timeout{std::chrono::minutes(10)};
+  EnvCheck env_check = EnvCheck::warn;
+  std::optional<std::string> secret;  // read_control_secret()
+  bool supervise = false;             // init mode: the link is kept after the start
+  std::string hostname;               // this task's host name, for messages
+  std::string own_name;               // this task's DNS name as in TF_CONFIG
+  std::vector<std::string> own_addresses;
+  // Called before each connection attempt (not on the coordinator): the coordinator's current
+  // numeric addresses, or an error text ("NXDOMAIN", ...) while it does not resolve.
+  std::function<Result<std::vector<std::string>>()> coordinator_addresses;
+  // Called on the coordinator, on a thread of its own, once every task is present: the members
+  // with the addresses their names resolve to, or the error that aborts the start (exit 3). Not
+  // set: the start carries what the tasks reported, unverified. It must return by `deadline`.
+  std::function<Result<std::vector<MemberInfo>>(const std::vector<MemberInfo>& members, Instant deadline)> verify_members;
+  // The check starts no sooner than this after the last task said hello: a pod's DNS record may
+  // lag its start a little, and a name asked before it is published gets its NXDOMAIN cached.
+  std::chrono::milliseconds record_settle{1000};
+  std::chrono::milliseconds heartbeat_every{2000};
+  std::chrono::milliseconds peer_silent_after{10000};
+  std::chrono::milliseconds hello_timeout{10000};   // a connection must say hello within this
+  std::chrono::milliseconds progress_every{10000};  // progress lines in the log
+};
+
+// Checks before any socket: the lists, the port, the tasks named (usage errors).
+Result<void> check_job_settings(const JobSettings& settings);
+// Whether `task` is one of settings.tasks: a coordinator's start or stop naming another is refused.
+bool in_cluster(const JobSettings& settings, const JobMember& task);
+
+}  // namespace tfboot

@@ -149,13 +149,14 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   const double started_at = unix_seconds();
   const auto started = SteadyClock::now();
   if (auto handlers = install_stop_handlers(); !handlers) return std::unexpected(handlers.error());
-  if (auto checked = check_options(options, env); !checked) return std::unexpected(checked.error());
+  auto parsed = check_options(options, env);
+  if (!parsed) return std::unexpected(parsed.error());
   const HostFacts facts = gather_host_facts(options);
   auto secret = read_secret_if_given(options);
   if (!secret) return std::unexpected(secret.error());
   auto ptr_name = find_ptr_name_if_needed(options, facts, started);
   if (!ptr_name) return std::unexpected(ptr_name.error());
-  auto plan = make_plan(options, env, facts, *ptr_name);
+  auto plan = make_plan(options, *parsed, env, facts, *ptr_name);
   if (!plan) return std::unexpected(plan.error());
   announce(*plan);
   auto dns = wait_for_dns(options, *plan, facts, started);

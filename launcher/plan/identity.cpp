@@ -4,19 +4,92 @@
 namespace tfboot {
 namespace {
 
-Result<TaskType> type_from_setting(const Setting& setting) {
-  auto type = parse_task_type(setting.value);
-  if (!type) {
-    return usage_error(setting.source + " '" + setting.value + "' is not a task type (use chief, worker, ps or evaluator)");
-  }
-  return *type;
-}
-
 Result<int> index_from_setting(const Setting& setting) {
   auto index = parse_index(setting.value);
-  if (!index) return usage_error(setting.source + " '" + setting.value + "' is not a non-negative integer");
+  if (!index) return usage_error(quoted(setting) + " is not a non-negative integer");
   return *index;
 }
+
+// An identity, an error, or nothing: then the next source is asked.
+using Answer = Result<std::optional<Identity>>;
+
+// The type when only an ordinal is known: --task-type, else the hostname's, else worker.
+TaskType fallback_type(const IdentityInputs& in) {
+  auto parts = split_hostname(in.hostname.name);
+  return in.parsed.task_type.value_or(parts && parts->type ? *parts->type : TaskType::worker);
+}
+
+// A --task-type that names another type than `source` says is an error.
+Result<void> check_flag_type(const IdentityInputs& in, TaskType type, const std::string& source) {
+  if (!in.parsed.task_type || *in.parsed.task_type == type) return {};
+  return usage_error(quoted(*in.options.task_type) + " contradicts " + source);
+}
+
+// 1. Explicit flags (or their twins).
+Answer from_flags(const IdentityInputs& in) {
+  if (!in.parsed.task_index) return std::nullopt;
+  std::string source = in.options.task_index->source + (in.options.task_type ? " and " + in.options.task_type->source : "");
+  return Identity{fallback_type(in), *in.parsed.task_index, source};
+}
+
+// 2. An operator's TF_CONFIG.
+Answer from_operator_config(const IdentityInputs& in) {
+  if (in.options.identity_from != IdentityFrom::automatic || !in.parsed.operator_config) return std::nullopt;
+  const TfConfig& config = *in.parsed.operator_config;
+  return Identity{in.parsed.task_type.value_or(config.task_type), config.task_index, "TF_CONFIG"};
+}
+
+// 3. A platform: asked by the plan, which has the host's files (identity_with_platform).
+
+// 4. An index from the environment: an Indexed Job's, or the pod-index label's.
+Answer from_index_variable(const IdentityInputs& in) {
+  if (in.options.identity_from != IdentityFrom::automatic) return std::nullopt;
+  for (const char* variable : {"JOB_COMPLETION_INDEX", "TFBOOT_POD_INDEX"}) {
+    auto it = in.env.find(variable);
+    if (it == in.env.end() || it->second.empty()) continue;
+    auto index = index_from_setting(Setting{it->second, variable});
+    if (!index) return std::unexpected(index.error());
+    return identity_from_ordinal(fallback_type(in), *index, in.options.chief_at_ordinal_0, variable);
+  }
+  return std::nullopt;
+}
+
+// 5. The hostname, unless the PTR name is asked for.
+Answer from_hostname(const IdentityInputs& in) {
+  if (in.options.identity_from == IdentityFrom::ptr) return std::nullopt;
+  std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
+  auto parts = split_hostname(in.hostname.name);
+  if (!parts) {
+    return usage_error(source + " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index");
+  }
+  if (parts->type) {
+    if (auto agrees = check_flag_type(in, *parts->type, source); !agrees) return std::unexpected(agrees.error());
+    return Identity{*parts->type, parts->ordinal, source};
+  }
+  return identity_from_ordinal(fallback_type(in), parts->ordinal, in.options.chief_at_ordinal_0, source);
+}
+
+// 6. The PTR name of the own address (docker compose replicas count from 1).
+Answer from_ptr_name(const IdentityInputs& in) {
+  if (in.options.identity_from != IdentityFrom::ptr) return std::nullopt;
+  if (!in.ptr_name) return usage_error("--identity-from ptr: no PTR name found for the own address");
+  auto first_label = in.ptr_name->value.substr(0, in.ptr_name->value.find('.'));
+  auto parts = split_hostname(first_label);
+  if (!parts || parts->ordinal < 1) {
+    return usage_error(quoted(*in.ptr_name) + " is not of the form <project>-<service>-<N>.<network> with N >= 1");
+  }
+  std::string source = quoted(*in.ptr_name);
+  if (parts->type) {
+    if (auto agrees = check_flag_type(in, *parts->type, source); !agrees) return std::unexpected(agrees.error());
+    return Identity{*parts->type, parts->ordinal - 1, source};
+  }
+  return identity_from_ordinal(in.parsed.task_type.value_or(TaskType::worker), parts->ordinal - 1, in.options.chief_at_ordinal_0,
+                               source);
+}
+
+// README: Identity, in its order; the first that answers wins.
+constexpr Answer (*identity_sources[])(const IdentityInputs&) = {from_flags, from_operator_config, from_index_variable,
+                                                                 from_hostname, from_ptr_name};
 
 }  // namespace
 
@@ -36,96 +109,29 @@ Hostname choose_hostname(const Options& options, const Environment& env, const s
 }
 
 Result<Identity> resolve_identity(const IdentityInputs& in) {
-  const Options& options = in.options;
-  auto parts = split_hostname(in.hostname.name);
-
-  // The type when only an ordinal is known: --task-type, else the hostname's, else worker.
-  std::optional<TaskType> flag_type;
-  if (options.task_type) {
-    auto type = type_from_setting(*options.task_type);
-    if (!type) return std::unexpected(type.error());
-    flag_type = *type;
+  for (auto source : identity_sources) {
+    auto answer = source(in);
+    if (!answer) return std::unexpected(answer.error());
+    if (*answer) return **answer;
   }
-  TaskType fallback_type = flag_type.value_or(parts && parts->type ? *parts->type : TaskType::worker);
-
-  // 1. Explicit flags (or their twins).
-  if (options.task_index) {
-    auto index = index_from_setting(*options.task_index);
-    if (!index) return std::unexpected(index.error());
-    std::string source = options.task_index->source + (options.task_type ? " and " + options.task_type->source : "");
-    return Identity{fallback_type, *index, source};
-  }
-  if (options.identity_from == IdentityFrom::automatic) {
-    // 2. An operator's TF_CONFIG.
-    if (in.operator_config) {
-      return Identity{flag_type.value_or(in.operator_config->task_type), in.operator_config->task_index, "TF_CONFIG"};
-    }
-    // 3. A platform is asked by the plan, which has the host's files (identity_with_platform).
-    // 4. An index from the environment.
-    for (const char* variable : {"JOB_COMPLETION_INDEX", "TFBOOT_POD_INDEX"}) {
-      auto it = in.env.find(variable);
-      if (it == in.env.end() || it->second.empty()) continue;
-      auto index = index_from_setting(Setting{it->second, variable});
-      if (!index) return std::unexpected(index.error());
-      return identity_from_ordinal(fallback_type, *index, options.chief_at_ordinal_0, variable);
-    }
-  }
-  // 6. The PTR name of the own address (docker compose replicas count from 1).
-  if (options.identity_from == IdentityFrom::ptr) {
-    if (!in.ptr_name) return usage_error("--identity-from ptr: no PTR name found for the own address");
-    auto first_label = in.ptr_name->value.substr(0, in.ptr_name->value.find('.'));
-    auto ptr_parts = split_hostname(first_label);
-    if (!ptr_parts || ptr_parts->ordinal < 1) {
-      return usage_error(in.ptr_name->source + " '" + in.ptr_name->value +
-                         "' is not of the form <project>-<service>-<N>.<network> with N >= 1");
-    }
-    std::string source = in.ptr_name->source + " '" + in.ptr_name->value + "'";
-    if (ptr_parts->type) {
-      if (flag_type && *flag_type != *ptr_parts->type) {
-        return usage_error(options.task_type->source + " '" + options.task_type->value + "' contradicts " + source);
-      }
-      return Identity{*ptr_parts->type, ptr_parts->ordinal - 1, source};
-    }
-    return identity_from_ordinal(flag_type.value_or(TaskType::worker), ptr_parts->ordinal - 1, options.chief_at_ordinal_0, source);
-  }
-  // 5. The hostname.
-  std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
-  if (!parts) {
-    return usage_error(source + " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index");
-  }
-  if (parts->type) {
-    if (flag_type && *flag_type != *parts->type) {
-      return usage_error(options.task_type->source + " '" + options.task_type->value + "' contradicts " + source);
-    }
-    return Identity{*parts->type, parts->ordinal, source};
-  }
-  return identity_from_ordinal(fallback_type, parts->ordinal, options.chief_at_ordinal_0, source);
+  // The hostname answers unless the PTR name is asked for, and the PTR source answers then.
+  return usage_error("no identity source answered");
 }
 
-Result<Identity> identity_with_platform(const Options& options, const Identity& from_platform) {
-  std::optional<TaskType> flag_type;
-  if (options.task_type) {
-    auto type = type_from_setting(*options.task_type);
-    if (!type) return std::unexpected(type.error());
-    flag_type = *type;
-  }
-  if (options.task_index) {
-    auto index = index_from_setting(*options.task_index);
-    if (!index) return std::unexpected(index.error());
+Result<Identity> identity_with_platform(const Options& options, const PlanInputs& parsed, const Identity& from_platform) {
+  if (parsed.task_index) {
     std::string source = options.task_index->source + (options.task_type ? " and " + options.task_type->source : "");
-    return Identity{flag_type.value_or(from_platform.type), *index, source};
+    return Identity{parsed.task_type.value_or(from_platform.type), *parsed.task_index, source};
   }
-  if (flag_type && *flag_type != from_platform.type) {
-    return usage_error(options.task_type->source + " '" + options.task_type->value + "' contradicts " + from_platform.task() +
-                       " from " + from_platform.source);
+  if (parsed.task_type && *parsed.task_type != from_platform.type) {
+    return usage_error(quoted(*options.task_type) + " contradicts " + from_platform.task() + " from " + from_platform.source);
   }
   return from_platform;
 }
 
 Result<void> check_identity_in_cluster(const Identity& identity, const ClusterSpec& spec, const Setting& cluster_source) {
   if (identity.index < spec.count(identity.type)) return {};
-  return usage_error("task " + identity.task() + " from " + identity.source + " is outside " + cluster_source.source + " '" +
-                     cluster_source.value + "'");
+  return usage_error("task " + identity.task() + " from " + identity.source + " is outside " + quoted(cluster_source));
 }
 
 }  // namespace tfboot

@@ -4,8 +4,9 @@
 #include <optional>
 #include <string>
 
-#include "plan/cluster.h"
 #include "cli/options.h"
+#include "plan/cluster.h"
+#include "plan/inputs.h"
 #include "plan/tf_config.h"
 
 namespace tfboot {
@@ -28,11 +29,12 @@ struct IdentityInputs {
   const Options& options;
   const Environment& env;
   const Hostname& hostname;
-  const std::optional<TfConfig>& operator_config;  // TF_CONFIG found in the environment
-  const std::optional<Setting>& ptr_name;          // own PTR name, for --identity-from ptr
+  const PlanInputs& parsed;                 // --task-type, --task-index and an operator's TF_CONFIG, parsed
+  const std::optional<Setting>& ptr_name;  // own PTR name, for --identity-from ptr
 };
 
-// Identity only; whether the index fits the cluster is checked by check_identity_in_cluster.
+// The sources of README: Identity, in its order, one function each (identity.cpp); the first
+// that answers wins. Identity only; whether the index fits is check_identity_in_cluster's.
 Result<Identity> resolve_identity(const IdentityInputs& inputs);
 
 // The task at `ordinal` of a list that may hold the chief first (--chief-at-ordinal-0): ordinal 0 is
@@ -41,7 +43,7 @@ Identity identity_from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal
 
 // The identity a platform gives (README: Identity), unless --task-index says otherwise (then the
 // type is --task-type's, else the platform's). A --task-type that contradicts the platform is an error.
-Result<Identity> identity_with_platform(const Options& options, const Identity& from_platform);
+Result<Identity> identity_with_platform(const Options& options, const PlanInputs& parsed, const Identity& from_platform);
 
 Result<void> check_identity_in_cluster(const Identity& identity, const ClusterSpec& spec, const Setting& cluster_source);
 

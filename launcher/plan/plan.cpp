@@ -10,12 +10,6 @@
 namespace tfboot {
 namespace {
 
-std::optional<std::string> operator_tf_config_text(const Options& options, const Environment& env) {
-  auto it = env.find("TF_CONFIG");
-  if (it == env.end() || it->second.empty() || options.cluster) return std::nullopt;
-  return it->second;
-}
-
 // Peers as an operator's TF_CONFIG lists them; names are looked up as written.
 std::vector<PeerAddress> peers_from_tf_config(const TfConfig& config) {
   std::vector<PeerAddress> peers;
@@ -71,14 +65,15 @@ Result<Plan> plan_from_operator_config(Plan plan, TfConfig config) {
 }
 
 // Neither --cluster nor TF_CONFIG: a platform that describes the job gives identity and peers.
-Result<Plan> plan_from_platform(const Options& options, const Environment& env, const HostFacts& facts, Plan plan) {
-  auto job = describe_job_by_platform({options, env, facts, plan.hostname});
+Result<Plan> plan_from_platform(const Options& options, const PlanInputs& parsed, const Environment& env, const HostFacts& facts,
+                                Plan plan) {
+  auto job = describe_job_by_platform({options, parsed, env, facts, plan.hostname});
   if (!job) return std::unexpected(job.error());
   if (!*job) {
     return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set and no platform describes the job "
                        "(Slurm, SageMaker, Volcano, JobSet)");
   }
-  auto identity = identity_with_platform(options, (*job)->identity);
+  auto identity = identity_with_platform(options, parsed, (*job)->identity);
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;
   plan.peers = std::move((*job)->peers);
@@ -96,49 +91,41 @@ Result<Plan> plan_from_platform(const Options& options, const Environment& env, 
 
 }  // namespace
 
-Result<void> check_options(const Options& options, const Environment& env) {
+Result<PlanInputs> check_options(const Options& options, const Environment& env) {
   if (options.address == AddressMode::ip && options.wait.count() == 0) {
     return usage_error("--address ip needs the DNS wait; it cannot be combined with --wait 0");
   }
-  if (auto text = operator_tf_config_text(options, env)) {
-    if (auto config = parse_tf_config(*text, "TF_CONFIG from the environment"); !config) return std::unexpected(config.error());
-  } else if (!options.cluster && options.identity_from != IdentityFrom::automatic) {
+  auto parsed = parse_plan_inputs(options, env);
+  if (!parsed) return parsed;
+  if (!parsed->operator_config && !options.cluster && options.identity_from != IdentityFrom::automatic) {
     // Platforms are asked only for the automatic identity; whether one describes the job is
     // known once the host's files are read (make_plan).
     return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set");
   }
-  if (options.cluster) {
-    if (auto spec = parse_cluster_spec(*options.cluster); !spec) return std::unexpected(spec.error());
-  }
-  if (auto ports = parse_port_spec(options.port); !ports) return std::unexpected(ports.error());
   if (options.dns_server) {
     if (auto servers = parse_dns_servers(options.dns_server->value, options.dns_server->source); !servers) {
       return std::unexpected(servers.error());
     }
   }
-  return {};
+  return parsed;
 }
 
 bool needs_own_ptr_name(const Options& options) { return options.identity_from == IdentityFrom::ptr && !options.task_index; }
 
-Result<Plan> make_plan(const Options& options, const Environment& env, const HostFacts& facts,
+Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const Environment& env, const HostFacts& facts,
                        const std::optional<Setting>& ptr_name) {
-  if (auto checked = check_options(options, env); !checked) return std::unexpected(checked.error());
   Plan plan;
   plan.hostname = choose_hostname(options, env, facts.system_hostname);
-  std::optional<TfConfig> operator_config;
-  if (auto text = operator_tf_config_text(options, env)) operator_config = *parse_tf_config(*text, "TF_CONFIG");
   if (options.cluster && env.contains("TF_CONFIG") && !env.find("TF_CONFIG")->second.empty()) {
     plan.warnings.push_back("TF_CONFIG from the environment is replaced, since " + options.cluster->source + " is given");
   }
-  if (!operator_config && !options.cluster) return plan_from_platform(options, env, facts, std::move(plan));
-  auto identity = resolve_identity({options, env, plan.hostname, operator_config, ptr_name});
+  if (!parsed.operator_config && !parsed.cluster) return plan_from_platform(options, parsed, env, facts, std::move(plan));
+  auto identity = resolve_identity({options, env, plan.hostname, parsed, ptr_name});
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;
-  if (operator_config) return plan_from_operator_config(std::move(plan), std::move(*operator_config));
+  if (parsed.operator_config) return plan_from_operator_config(std::move(plan), *parsed.operator_config);
 
-  auto spec = parse_cluster_spec(*options.cluster);
-  if (auto inside = check_identity_in_cluster(plan.identity, *spec, *options.cluster); !inside) {
+  if (auto inside = check_identity_in_cluster(plan.identity, *parsed.cluster, *options.cluster); !inside) {
     return std::unexpected(inside.error());
   }
   auto peer_template = choose_peer_template(options, plan.hostname, ptr_name);
@@ -147,7 +134,7 @@ Result<Plan> make_plan(const Options& options, const Environment& env, const Hos
                                   {plan.hostname.name, facts.system_hostname});
   if (!suffix) return std::unexpected(suffix.error());
   plan.suffix = *suffix;
-  auto peers = plan_peers(*spec, *parse_port_spec(options.port), *peer_template, *suffix, options.chief_at_ordinal_0);
+  auto peers = plan_peers(*parsed.cluster, parsed.ports, *peer_template, *suffix, options.chief_at_ordinal_0);
   if (!peers) return std::unexpected(peers.error());
   plan.peers = std::move(*peers);
   if (auto fits = check_environment_estimate(options, plan.peers); !fits) return std::unexpected(fits.error());

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
+#include "plan/inputs.h"
 #include "cli/options.h"
 #include "plan/tf_config.h"
 
@@ -30,14 +31,15 @@ struct Plan {
 
 // Every check that needs only the options and the environment: flag combinations, the cluster
 // and port specs, an operator's TF_CONFIG. Runs before anything touches the network, so a usage
-// error never waits on it.
-Result<void> check_options(const Options& options, const Environment& env);
+// error never waits on it. Returns the values parsed, which the later steps take as they are.
+Result<PlanInputs> check_options(const Options& options, const Environment& env);
 
 // Whether the own PTR name is needed (--identity-from ptr without --task-index).
 bool needs_own_ptr_name(const Options& options);
 
 // `ptr_name`: the own PTR name when needs_own_ptr_name.
-Result<Plan> make_plan(const Options& options, const Environment& env, const HostFacts& facts,
+// `parsed`: what check_options returned for the same options and environment.
+Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const Environment& env, const HostFacts& facts,
                        const std::optional<Setting>& ptr_name);
 
 // The task's TF_CONFIG, one line. `resolved` holds the DNS wait's answer per peer (needed for

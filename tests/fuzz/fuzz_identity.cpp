@@ -15,9 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   tfboot::Environment env;
   if (!parts[1].empty()) env["JOB_COMPLETION_INDEX"] = parts[1];
   tfboot::Hostname hostname{parts[0], "--hostname"};
-  std::optional<tfboot::TfConfig> no_config;
+  tfboot::PlanInputs parsed;
   std::optional<tfboot::Setting> no_ptr;
-  auto identity = tfboot::resolve_identity({options, env, hostname, no_config, no_ptr});
+  auto identity = tfboot::resolve_identity({options, env, hostname, parsed, no_ptr});
   if (identity && identity->index < 0) __builtin_trap();
   if (auto split = tfboot::split_hostname(parts[0])) {
     auto peer_template = tfboot::derive_peer_template(*split, parts[0]);

@@ -29,7 +29,10 @@ std::string identity_in(const Situation& situation) {
   auto options = parse_options(situation.args, situation.env);
   if (!options) return "options error: " + options.error().message;
   Hostname hostname = choose_hostname(*options, situation.env, situation.system_hostname);
-  return describe(resolve_identity({*options, situation.env, hostname, situation.operator_config, situation.ptr_name}));
+  auto parsed = parse_plan_inputs(*options, situation.env);
+  if (!parsed) return describe(std::unexpected(parsed.error()));
+  parsed->operator_config = situation.operator_config;
+  return describe(resolve_identity({*options, situation.env, hostname, *parsed, situation.ptr_name}));
 }
 
 TfConfig operator_config(TaskType type, int index) {
@@ -273,7 +276,9 @@ TEST_CASE("identity::identity_with_platform") {
   auto with_flags = [&](std::vector<std::string> args, const Environment& env = {}) {
     auto options = parse_options(args, env);
     REQUIRE(options);
-    return describe(identity_with_platform(*options, slurm));
+    auto parsed = parse_plan_inputs(*options, env);
+    if (!parsed) return describe(std::unexpected(parsed.error()));
+    return describe(identity_with_platform(*options, *parsed, slurm));
   };
   CHECK(with_flags({}) == "worker:2 from Slurm (SLURM_PROCID)");
   CHECK(with_flags({"--task-type", "worker"}) == "worker:2 from Slurm (SLURM_PROCID)");

@@ -10,6 +10,14 @@
 namespace tfboot {
 namespace {
 
+// As run() does: check_options, then make_plan with the values it parsed.
+Result<Plan> checked_plan(const Options& options, const Environment& env, const HostFacts& facts,
+                          const std::optional<Setting>& ptr_name) {
+  auto parsed = check_options(options, env);
+  if (!parsed) return std::unexpected(parsed.error());
+  return make_plan(options, *parsed, env, facts, ptr_name);
+}
+
 using namespace std::chrono_literals;
 
 Options options_from(const std::vector<std::string>& args, const Environment& env = {}) {
@@ -71,7 +79,7 @@ TEST_CASE("plan::check_options runs every check that needs no network") {
 
 TEST_CASE("plan::make_plan from host facts alone") {
   SUBCASE("zero configuration in a StatefulSet pod: identity and Service from the facts") {
-    auto plan = make_plan(options_from({"--cluster", "worker=2"}), {}, statefulset_pod(), std::nullopt);
+    auto plan = checked_plan(options_from({"--cluster", "worker=2"}), {}, statefulset_pod(), std::nullopt);
     REQUIRE_MESSAGE(plan, error_of(plan));
     CHECK(plan->identity.task() == "worker:1");
     CHECK(plan->hostname.name == "mnist-worker-1");
@@ -82,7 +90,7 @@ TEST_CASE("plan::make_plan from host facts alone") {
   }
   SUBCASE("no /etc files: bare names") {
     HostFacts bare{"trainer-2", "", "", {}};
-    auto plan = make_plan(options_from({"--cluster", "worker=3"}), {}, bare, std::nullopt);
+    auto plan = checked_plan(options_from({"--cluster", "worker=3"}), {}, bare, std::nullopt);
     REQUIRE_MESSAGE(plan, error_of(plan));
     CHECK(plan->identity.task() == "worker:2");
     CHECK_FALSE(plan->suffix);
@@ -90,33 +98,33 @@ TEST_CASE("plan::make_plan from host facts alone") {
   }
   SUBCASE("the PTR name gives identity and peers for compose replicas") {
     HostFacts container{"3f2a9c0d1e4b", "", "", {"172.18.0.4"}};
-    auto plan = make_plan(options_from({"--identity-from", "ptr", "--cluster", "worker=2"}), {}, container,
+    auto plan = checked_plan(options_from({"--identity-from", "ptr", "--cluster", "worker=2"}), {}, container,
                           Setting{"proj-worker-2.proj_default", "PTR of 172.18.0.4"});
     REQUIRE_MESSAGE(plan, error_of(plan));
     CHECK(plan->identity.task() == "worker:1");
     CHECK(names_of(*plan) == "proj-worker-1:2222 proj-worker-2:2222");
   }
   SUBCASE("an index outside the cluster is a usage error naming its source") {
-    auto plan = make_plan(options_from({"--cluster", "worker=1"}), {}, statefulset_pod(), std::nullopt);
+    auto plan = checked_plan(options_from({"--cluster", "worker=1"}), {}, statefulset_pod(), std::nullopt);
     CHECK(code_of(plan) == 2);
     CHECK(error_of(plan).find("worker:1") != std::string::npos);
   }
   SUBCASE("--cluster replaces an operator's TF_CONFIG, with a warning") {
     Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{"type":"worker","index":0}})"}};
-    auto plan = make_plan(options_from({"--cluster", "worker=2"}, env), env, statefulset_pod(), std::nullopt);
+    auto plan = checked_plan(options_from({"--cluster", "worker=2"}, env), env, statefulset_pod(), std::nullopt);
     REQUIRE_MESSAGE(plan, error_of(plan));
     CHECK_FALSE(plan->operator_config);
     CHECK(plan->warnings == std::vector<std::string>{"TF_CONFIG from the environment is replaced, since --cluster is given"});
   }
   SUBCASE("an operator's TF_CONFIG is adopted and its names are used as written") {
     Environment env{{"TF_CONFIG", R"({"cluster":{"worker":["w0.x:2000","w1.x:2001"]},"task":{"type":"worker","index":1}})"}};
-    auto plan = make_plan(options_from({}, env), env, HostFacts{"pod-abc", "", "", {}}, std::nullopt);
+    auto plan = checked_plan(options_from({}, env), env, HostFacts{"pod-abc", "", "", {}}, std::nullopt);
     REQUIRE_MESSAGE(plan, error_of(plan));
     CHECK(plan->identity.task() == "worker:1");
     CHECK(names_of(*plan) == "w0.x:2000 w1.x:2001");
   }
   SUBCASE("a job too large for one environment string fails before the DNS wait") {
-    auto plan = make_plan(options_from({"--cluster", "worker=4000"}), {}, statefulset_pod(), std::nullopt);
+    auto plan = checked_plan(options_from({"--cluster", "worker=4000"}), {}, statefulset_pod(), std::nullopt);
     CHECK(code_of(plan) == 2);
     CHECK(error_of(plan).starts_with("TF_CONFIG for 4000 tasks would be about "));
   }
@@ -129,7 +137,7 @@ TEST_CASE("plan::make_plan from a platform that describes the job") {
                          {"SLURM_STEP_TASKS_PER_NODE", "2,1(x2)"}};
   const HostFacts node{"gpu08", "127.0.0.1 localhost\n", "nameserver 10.0.0.1\n", {"10.0.0.8"}};
   auto plan_for = [&](const std::vector<std::string>& args, const Environment& env, const HostFacts& facts) {
-    return make_plan(options_from(args, env), env, facts, std::nullopt);
+    return checked_plan(options_from(args, env), env, facts, std::nullopt);
   };
   SUBCASE("Slurm gives identity and peers; names are bare") {
     auto plan = plan_for({}, srun, node);
@@ -203,7 +211,7 @@ TEST_CASE("plan::make_plan from a platform that describes the job") {
 
 TEST_CASE("plan::make_tf_config_text") {
   auto options = options_from({"--cluster", "worker=2"});
-  auto plan = make_plan(options, {}, statefulset_pod(), std::nullopt);
+  auto plan = checked_plan(options, {}, statefulset_pod(), std::nullopt);
   REQUIRE(plan);
   SUBCASE("names, one line, keys in TensorFlow's order") {
     auto text = make_tf_config_text(options, *plan, {});

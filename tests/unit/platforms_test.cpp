@@ -27,7 +27,9 @@ std::string describe(Reader read, const Situation& situation) {
   if (!options) return "options error: " + options.error().message;
   HostFacts facts{situation.system_hostname, situation.hosts_file, "", {}, situation.files};
   Hostname hostname = choose_hostname(*options, situation.env, facts.system_hostname);
-  auto job = read(PlatformInputs{*options, situation.env, facts, hostname});
+  auto parsed = parse_plan_inputs(*options, situation.env);
+  if (!parsed) return "error " + std::to_string(parsed.error().code) + ": " + parsed.error().message;
+  auto job = read(PlatformInputs{*options, *parsed, situation.env, facts, hostname});
   if (!job) return "error " + std::to_string(job.error().code) + ": " + job.error().message;
   if (!*job) return "none";
   std::string text = (*job)->identity.task() + " from " + (*job)->identity.source + " |";

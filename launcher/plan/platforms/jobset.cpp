@@ -138,15 +138,14 @@ Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in) {
   auto suffix = choose_dns_suffix(in.options, in.env, in.facts.hosts_file, parse_resolv_conf(in.facts.resolv_conf),
                                   {in.hostname.name, in.facts.system_hostname});
   if (!suffix) return std::unexpected(suffix.error());
-  auto ports = parse_port_spec(in.options.port);
-  if (!ports) return std::unexpected(ports.error());
+  const PortSpec& ports = in.parsed.ports;
   platform::TasksByType tasks;
   for (TaskType task_type : all_task_types) {
     for (int i = 0; i < counts->count(task_type); ++i) {
       std::string host = jobset_name.value + "-" + std::string(to_string(task_type)) + "-" + std::to_string(i) + "-0";
       if (*suffix) host += "." + (*suffix)->text();
       if (auto named = platform::check_host_name(host, "JobSet '" + jobset_name.value + "'"); !named) return std::unexpected(named.error());
-      tasks[static_cast<std::size_t>(task_type)].push_back(platform::Task{host, ports->port(task_type)});
+      tasks[static_cast<std::size_t>(task_type)].push_back(platform::Task{host, ports.port(task_type)});
     }
   }
   auto peers = platform::peers_from_tasks(tasks, "JobSet", suffix->has_value());

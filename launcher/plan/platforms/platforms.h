@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
+#include "plan/inputs.h"
 #include "cli/options.h"
 
 namespace tfboot {
@@ -29,6 +30,7 @@ struct PlatformJob {
 
 struct PlatformInputs {
   const Options& options;
+  const PlanInputs& parsed;  // --port, --task-type and --task-index, parsed
   const Environment& env;
   const HostFacts& facts;
   const Hostname& hostname;

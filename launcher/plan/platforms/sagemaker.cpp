@@ -45,9 +45,8 @@ Result<std::optional<PlatformJob>> job_from_sagemaker(const PlatformInputs& in) 
   auto position = std::find(hosts.begin(), hosts.end(), own);
   if (position == hosts.end()) return usage_error(where + ": current_host '" + own + "' is not in \"hosts\"");
 
-  auto ports = parse_port_spec(in.options.port);
-  if (!ports) return std::unexpected(ports.error());
-  auto peers = platform::peers_from_ordinals(hosts, std::vector<int>(hosts.size(), 0), *ports, in.options.chief_at_ordinal_0,
+  const PortSpec& ports = in.parsed.ports;
+  auto peers = platform::peers_from_ordinals(hosts, std::vector<int>(hosts.size(), 0), ports, in.options.chief_at_ordinal_0,
                                              "SageMaker");
   if (!peers) return std::unexpected(peers.error());
   Identity identity = identity_from_ordinal(TaskType::worker, static_cast<int>(position - hosts.begin()),

@@ -106,9 +106,8 @@ Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in) {
       port_offsets.push_back(k);
     }
   }
-  auto ports = parse_port_spec(in.options.port);
-  if (!ports) return std::unexpected(ports.error());
-  auto peers = platform::peers_from_ordinals(task_hosts, port_offsets, *ports, in.options.chief_at_ordinal_0, "Slurm");
+  const PortSpec& ports = in.parsed.ports;
+  auto peers = platform::peers_from_ordinals(task_hosts, port_offsets, ports, in.options.chief_at_ordinal_0, "Slurm");
   if (!peers) return std::unexpected(peers.error());
   Identity identity = identity_from_ordinal(TaskType::worker, *rank, in.options.chief_at_ordinal_0, "Slurm (SLURM_PROCID)");
   return std::optional<PlatformJob>{PlatformJob{"Slurm", identity, std::move(*peers), std::nullopt}};

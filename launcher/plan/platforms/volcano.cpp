@@ -78,11 +78,7 @@ struct OwnTask {
 // --task-type alone, else the type in the hostname.
 Result<OwnTask> own_task(const PlatformInputs& in, const std::array<std::optional<HostList>, 4>& lists) {
   const std::string hostname_text = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
-  std::optional<TaskType> flagged;
-  if (in.options.task_type) {
-    flagged = parse_task_type(in.options.task_type->value);
-    if (!flagged) return usage_error(in.options.task_type->source + " '" + in.options.task_type->value + "' is not a task type (use chief, worker, ps or evaluator)");
-  }
+  const std::optional<TaskType>& flagged = in.parsed.task_type;
   const std::string own = first_label(in.hostname.name);
   for (TaskType type : all_task_types) {
     const auto& list = lists[static_cast<std::size_t>(type)];
@@ -90,7 +86,7 @@ Result<OwnTask> own_task(const PlatformInputs& in, const std::array<std::optiona
     auto found = std::ranges::find_if(list->hosts, [&](const std::string& host) { return first_label(host) == own; });
     if (found == list->hosts.end()) continue;
     if (flagged && *flagged != type) {
-      return usage_error("Volcano: " + in.options.task_type->source + " '" + in.options.task_type->value + "' contradicts " +
+      return usage_error("Volcano: " + quoted(*in.options.task_type) + " contradicts " +
                          list->source + ", which lists " + hostname_text);
     }
     return OwnTask{type, static_cast<int>(found - list->hosts.begin()), hostname_text + " in " + list->source};
@@ -152,12 +148,11 @@ Result<std::optional<PlatformJob>> job_from_volcano(const PlatformInputs& in) {
     return usage_error("Volcano: VC_TASK_INDEX is not set (enable the env plugin)");
   }
 
-  auto ports = parse_port_spec(in.options.port);
-  if (!ports) return std::unexpected(ports.error());
+  const PortSpec& ports = in.parsed.ports;
   platform::TasksByType tasks;
   for (TaskType type : all_task_types) {
     if (const auto& list = lists[static_cast<std::size_t>(type)]) {
-      for (const auto& host : list->hosts) tasks[static_cast<std::size_t>(type)].push_back(platform::Task{host, ports->port(type)});
+      for (const auto& host : list->hosts) tasks[static_cast<std::size_t>(type)].push_back(platform::Task{host, ports.port(type)});
     }
   }
   auto peers = platform::peers_from_tasks(tasks, "Volcano");

@@ -15,16 +15,19 @@ struct OptionSpec {
   Kind kind;
   std::string_view placeholder;
   std::string_view help;
-  std::string_view default_text;
+  std::string_view default_text;  // for --help
+  // The default_text is the value itself, as a user would write it: parsed like one (source
+  // "default") when the option is not given. Otherwise it describes what happens then.
+  bool default_is_value = false;
 };
 
-// One row per option; help text and env twins are generated from this table.
+// One row per option; help text, env twins and every default come from this table.
 constexpr OptionSpec option_table[] = {
     {"task-type", Kind::value, "T", "chief, worker, ps or evaluator", "from identity sources"},
     {"task-index", Kind::value, "N", "this task's index within its type", "from identity sources"},
     {"hostname", Kind::value, "NAME", "the name to parse instead of the real one", "POD_NAME, else gethostname()"},
     {"chief-at-ordinal-0", Kind::flag, "", "ordinal 0 is chief 0, ordinal k is worker k-1", "off"},
-    {"identity-from", Kind::value, "SRC", "auto, hostname or ptr (reverse DNS of own IP)", "auto"},
+    {"identity-from", Kind::value, "SRC", "auto, hostname or ptr (reverse DNS of own IP)", "auto", true},
     {"cluster", Kind::value, "SPEC", "task counts, e.g. chief=1,ps=2,worker=4,evaluator=1",
      "required unless TF_CONFIG is set or a platform describes the job"},
     {"peer-template", Kind::value, "T", "peer host name with {prefix} {type} {index} {ordinal}",
@@ -33,23 +36,23 @@ constexpr OptionSpec option_table[] = {
     {"namespace", Kind::value, "NS", "Kubernetes namespace", "POD_NAMESPACE, else resolv.conf search list"},
     {"cluster-domain", Kind::value, "D", "cluster DNS domain", "resolv.conf search list, else cluster.local"},
     {"pod-info-dir", Kind::value, "DIR", "downward-API volume with the pod's labels and annotations (JobSet)",
-     "/etc/podinfo"},
-    {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223", "2222"},
-    {"address", Kind::value, "MODE", "name (DNS names) or ip (resolved addresses) in TF_CONFIG", "name"},
+     "/etc/podinfo", true},
+    {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223", "2222", true},
+    {"address", Kind::value, "MODE", "name (DNS names) or ip (resolved addresses) in TF_CONFIG", "name", true},
     {"evaluator-in-cluster", Kind::flag, "", "list the evaluator in TF_CONFIG's cluster", "off"},
-    {"wait", Kind::value, "DURATION", "deadline for all peers to resolve; 0 = no DNS wait", "15m"},
+    {"wait", Kind::value, "DURATION", "deadline for all peers to resolve; 0 = no DNS wait", "15m", true},
     {"dns-server", Kind::value, "LIST", "ip[:port],... to query instead of resolv.conf's", "resolv.conf"},
     {"log-root", Kind::value, "DIR", "parent of per-task log dirs", "/logs (./logs for local)"},
     {"print", Kind::flag, "", "print TF_CONFIG after the DNS wait and exit; writes nothing", "off"},
     {"init", Kind::negatable, "", "supervise the command as an init (--no-init: exec it)", "on when PID 1"},
-    {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220"},
-    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "10m"},
-    {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn"},
-    {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s"},
+    {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220", true},
+    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "10m", true},
+    {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
+    {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
     {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
-    {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info"},
-    {"log-format", Kind::value, "F", "text or json (one object per line)", "text"},
+    {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info", true},
+    {"log-format", Kind::value, "F", "text or json (one object per line)", "text", true},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -75,6 +78,32 @@ Result<bool> parse_bool(const Setting& setting) {
   return usage_error(setting.source + "='" + setting.value + "' is not a boolean (use 1 or 0)");
 }
 
+// The words an option accepts and what each means, in the order its error lists them.
+template <typename T>
+struct Choice {
+  std::string_view word;
+  T value;
+};
+
+constexpr Choice<IdentityFrom> identity_from_choices[] = {
+    {"auto", IdentityFrom::automatic}, {"hostname", IdentityFrom::hostname}, {"ptr", IdentityFrom::ptr}};
+constexpr Choice<AddressMode> address_choices[] = {{"name", AddressMode::name}, {"ip", AddressMode::ip}};
+constexpr Choice<EnvCheck> env_check_choices[] = {{"warn", EnvCheck::warn}, {"fail", EnvCheck::fail}, {"off", EnvCheck::off}};
+constexpr Choice<std::string_view> log_level_choices[] = {
+    {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
+constexpr Choice<LogFormat> log_format_choices[] = {{"text", LogFormat::text}, {"json", LogFormat::json}};
+
+// "--address 'x' must be name or ip" when the setting is none of the words.
+template <typename T, std::size_t N>
+Result<T> parse_choice(const Setting& setting, const Choice<T> (&choices)[N]) {
+  std::string words;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (setting.value == choices[i].word) return choices[i].value;
+    words += std::string(i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(choices[i].word);
+  }
+  return usage_error(quoted(setting) + " must be " + words);
+}
+
 using RawSettings = std::map<std::string, Setting, std::less<>>;
 
 Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std::string> command) {
@@ -82,9 +111,10 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.mode = mode;
   options.command = std::move(command);
   auto get = [&](std::string_view name) -> std::optional<Setting> {
-    auto it = raw.find(name);
-    if (it == raw.end()) return std::nullopt;
-    return it->second;
+    if (auto it = raw.find(name); it != raw.end()) return it->second;
+    const OptionSpec* spec = find_option(name);
+    if (spec && spec->default_is_value) return Setting{std::string(spec->default_text), "default"};
+    return std::nullopt;
   };
   auto get_bool = [&](std::string_view name) -> Result<std::optional<bool>> {
     auto setting = get(name);
@@ -92,6 +122,20 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     auto value = parse_bool(*setting);
     if (!value) return std::unexpected(value.error());
     return std::optional<bool>{*value};
+  };
+  // Sets `target` from the option's words (every option with words has a default).
+  auto choose = [&]<typename T, std::size_t N>(std::string_view name, const Choice<T> (&choices)[N], auto& target) -> Result<void> {
+    auto value = parse_choice(*get(name), choices);
+    if (!value) return std::unexpected(value.error());
+    target = *value;
+    return {};
+  };
+  auto duration = [&](std::string_view name, std::chrono::milliseconds& target) -> Result<void> {
+    auto setting = get(name);
+    auto value = parse_duration(setting->value, setting->source);
+    if (!value) return std::unexpected(value.error());
+    target = *value;
+    return {};
   };
 
   options.task_type = get("task-type");
@@ -104,8 +148,8 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.cluster_domain = get("cluster-domain");
   options.dns_server = get("dns-server");
   options.log_root = get("log-root");
-  if (auto port = get("port")) options.port = *port;
-  if (auto dir = get("pod-info-dir")) options.pod_info_dir = *dir;
+  options.port = *get("port");
+  options.pod_info_dir = *get("pod-info-dir");
 
   for (auto [name, target] : {std::pair{"chief-at-ordinal-0", &options.chief_at_ordinal_0},
                               std::pair{"evaluator-in-cluster", &options.evaluator_in_cluster},
@@ -118,31 +162,16 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   if (!init) return std::unexpected(init.error());
   options.init = *init;
 
-  if (auto from = get("identity-from")) {
-    if (from->value == "auto") options.identity_from = IdentityFrom::automatic;
-    else if (from->value == "hostname") options.identity_from = IdentityFrom::hostname;
-    else if (from->value == "ptr") options.identity_from = IdentityFrom::ptr;
-    else return usage_error(from->source + " '" + from->value + "' must be auto, hostname or ptr");
+  for (auto checked : {choose("identity-from", identity_from_choices, options.identity_from),
+                       choose("address", address_choices, options.address),
+                       choose("env-check", env_check_choices, options.env_check),
+                       choose("log-level", log_level_choices, options.log_level),
+                       choose("log-format", log_format_choices, options.log_format), duration("wait", options.wait),
+                       duration("start-timeout", options.start_timeout), duration("stop-grace", options.stop_grace)}) {
+    if (!checked) return std::unexpected(checked.error());
   }
-  if (auto address = get("address")) {
-    if (address->value == "name") options.address = AddressMode::name;
-    else if (address->value == "ip") options.address = AddressMode::ip;
-    else return usage_error(address->source + " '" + address->value + "' must be name or ip");
-  }
-  if (auto wait = get("wait")) {
-    auto duration = parse_duration(wait->value, wait->source);
-    if (!duration) return std::unexpected(duration.error());
-    options.wait = *duration;
-  }
-  for (auto [name, target] : {std::pair{"start-timeout", &options.start_timeout},
-                              std::pair{"stop-grace", &options.stop_grace}}) {
-    if (auto setting = get(name)) {
-      auto duration = parse_duration(setting->value, setting->source);
-      if (!duration) return std::unexpected(duration.error());
-      *target = *duration;
-    }
-  }
-  if (auto port = get("control-port")) {
+  {
+    auto port = get("control-port");
     int value = -1;
     auto [end, error] = std::from_chars(port->value.data(), port->value.data() + port->value.size(), value);
     if (error != std::errc{} || end != port->value.data() + port->value.size() || value < 0 || value > 65535) {
@@ -150,25 +179,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     }
     options.control_port = value;
   }
-  if (auto check = get("env-check")) {
-    if (check->value == "warn") options.env_check = EnvCheck::warn;
-    else if (check->value == "fail") options.env_check = EnvCheck::fail;
-    else if (check->value == "off") options.env_check = EnvCheck::off;
-    else return usage_error(check->source + " '" + check->value + "' must be warn, fail or off");
-  }
   options.control_secret_file = get("control-secret-file");
-  if (auto level = get("log-level")) {
-    constexpr std::string_view levels[] = {"trace", "debug", "info", "warn", "error"};
-    if (std::ranges::find(levels, level->value) == std::end(levels)) {
-      return usage_error(level->source + " '" + level->value + "' must be trace, debug, info, warn or error");
-    }
-    options.log_level = level->value;
-  }
-  if (auto format = get("log-format")) {
-    if (format->value == "text") options.log_format = LogFormat::text;
-    else if (format->value == "json") options.log_format = LogFormat::json;
-    else return usage_error(format->source + " '" + format->value + "' must be text or json");
-  }
   return options;
 }
 

@@ -21,39 +21,41 @@ enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };
 enum class EnvCheck { warn, fail, off };
 
+// Made by parse_options, which sets every default from its option table (README: Command line):
+// the defaults are written there once, not here.
 struct Options {
   Mode mode = Mode::entrypoint;
   std::optional<Setting> task_type;
   std::optional<Setting> task_index;
   std::optional<Setting> hostname;
   bool chief_at_ordinal_0 = false;
-  IdentityFrom identity_from = IdentityFrom::automatic;
+  IdentityFrom identity_from{};
   std::optional<Setting> cluster;
   std::optional<Setting> peer_template;
   std::optional<Setting> service;
   std::optional<Setting> kube_namespace;
   std::optional<Setting> cluster_domain;
   // The downward-API volume with the pod's labels and annotations (a JobSet's, README: Identity).
-  Setting pod_info_dir{"/etc/podinfo", "default"};
-  Setting port{"2222", "default"};
-  AddressMode address = AddressMode::name;
+  Setting pod_info_dir;
+  Setting port;
+  AddressMode address{};
   bool evaluator_in_cluster = false;
-  std::chrono::milliseconds wait = std::chrono::minutes(15);
+  std::chrono::milliseconds wait{};
   std::optional<Setting> dns_server;
   std::optional<Setting> log_root;
   bool print = false;
   std::optional<bool> init;  // unset: on exactly when tfboot is PID 1
   // The job's control channel between the tasks' tfboot processes; port 0 turns it off.
-  int control_port = 2220;
-  std::chrono::milliseconds start_timeout = std::chrono::minutes(10);
-  EnvCheck env_check = EnvCheck::warn;
-  std::chrono::milliseconds stop_grace = std::chrono::seconds(30);
+  int control_port = 0;
+  std::chrono::milliseconds start_timeout{};
+  EnvCheck env_check{};
+  std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;
   // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
   // StatefulSet does not restart a finished job.
   bool idle_when_done = false;
-  std::string log_level = "info";
-  LogFormat log_format = LogFormat::text;
+  std::string log_level;
+  LogFormat log_format{};
   std::vector<std::string> command;  // empty: the default command
 };
 

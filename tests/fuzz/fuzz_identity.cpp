@@ -11,7 +11,7 @@
 // Input: "hostname\0JOB_COMPLETION_INDEX\0/etc/hosts text\0/etc/resolv.conf text" (missing parts empty).
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   auto parts = split_fields<4>(data, size);
-  tfboot::Options options;
+  static const tfboot::Options options = *tfboot::parse_options({}, {});
   tfboot::Environment env;
   if (!parts[1].empty()) env["JOB_COMPLETION_INDEX"] = parts[1];
   tfboot::Hostname hostname{parts[0], "--hostname"};

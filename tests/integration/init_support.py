@@ -10,6 +10,7 @@ test_init_dumb_init.py, test_hostile.py).
         code = run.wait(timeout=5)       # tfboot's exit code (None if still running)
     process_state(pid) -> "R"/"S"/"T"/"Z"/None; wait_until(predicate, timeout) -> bool
     PRINT_SIGNALS: a Python command that prints every signal it gets and exits on "exit N".
+    @pytest.mark.parametrize("mode", MODE_PARAMS)  # both modes; "pid1" is marked root
 
 Mode "init" runs `tfboot --init` as a child of the test (not PID 1); mode "pid1" runs tfboot
 as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc --kill-child`). Leaving the
@@ -23,6 +24,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 PATH = os.environ.get("PATH", "/usr/bin:/bin")
 PYTHON = sys.executable
@@ -41,6 +44,14 @@ PASSED_ON = [signal.Signals(n) for n in range(1, 32)
 DEFAULT_ENDS_PROCESS = [s for s in PASSED_ON if s not in (signal.SIGCONT, signal.SIGURG, signal.SIGWINCH)]
 
 MODES = ["init", "pid1"]
+
+
+def mode_param(mode, *values, id=None):
+    """A test parameter for a run in `mode`: "pid1" (`unshare --pid`) needs root."""
+    return pytest.param(mode, *values, id=id, marks=[pytest.mark.root] if mode == "pid1" else [])
+
+
+MODE_PARAMS = [mode_param(mode) for mode in MODES]
 
 # The command for signal tests: a handler for every catchable signal that prints its number,
 # "ready <pid>" once they are in place, and `exit N` on stdin ends it with status N.

@@ -79,6 +79,7 @@ def test_signals_are_forwarded_to_the_command(tfboot, tmp_path, sig):
     assert f"got {name}" in out
 
 
+@pytest.mark.root
 def test_sigterm_to_pid1_ends_command_with_143(tfboot, tmp_path):
     proc, pid = start_as_pid1(tfboot, tmp_path, ["--", "sleep", "30"])
     try:
@@ -112,6 +113,7 @@ def test_signal_reaches_the_whole_process_group(tfboot, tmp_path):
     assert not os.path.exists(f"/proc/{grandchild}") or open(f"/proc/{grandchild}/stat").read().split()[2] == "Z"
 
 
+@pytest.mark.root
 def test_orphans_are_reaped_and_no_zombie_is_left(tfboot, tmp_path):
     # The command leaves orphans behind (double fork) that end at once; as PID 1 tfboot inherits
     # and must reap them. The command then checks the PID namespace for zombies.

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from init_support import (JOB_CONTROL, MODES, PASSED_ON, PATH, PRINT_SIGNALS, PYTHON, Supervised, entrypoint_args,
-                          is_running, kill_quietly, process_state, wait_until)
+from init_support import (JOB_CONTROL, MODE_PARAMS, MODES, PASSED_ON, PATH, PRINT_SIGNALS, PYTHON, Supervised,
+                          entrypoint_args, is_running, kill_quietly, mode_param, process_state, wait_until)
 
 
 def start_print_signals(tfboot, tmp_path, mode):
@@ -35,7 +35,7 @@ def start_print_signals(tfboot, tmp_path, mode):
 # ---- (dumb-init's proxies_signals_test, one signal per case so each can be told apart)
 
 def _passed_on_cases():
-    return [pytest.param(mode, sig, id=f"{mode}-{sig.name}") for mode in MODES for sig in PASSED_ON]
+    return [mode_param(mode, sig, id=f"{mode}-{sig.name}") for mode in MODES for sig in PASSED_ON]
 
 
 @pytest.mark.parametrize("mode, sig", _passed_on_cases())
@@ -97,7 +97,7 @@ time.sleep(30)
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboot, tmp_path, mode):
     script = f"{PYTHON} -c '{LEFTOVER}' & while [ ! -e leftover.pid ]; do sleep 0.02; done; exit 0"
     leftover = None
@@ -115,7 +115,7 @@ def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboo
 
 # ---- tfboot keeps no reference to the directory it was started in (dumb-init's cwd_test)
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_command_starts_in_the_start_directory_and_tfboot_moves_to_root(tfboot, tmp_path, mode):
     start = tmp_path / "start"
     start.mkdir()
@@ -128,6 +128,7 @@ def test_command_starts_in_the_start_directory_and_tfboot_moves_to_root(tfboot, 
 
 # ---- exit status of a command that kills itself, as PID 1 (dumb-init's exit_status_test)
 
+@pytest.mark.root
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL], ids=lambda s: s.name)
 def test_pid1_exits_128_plus_n_when_the_command_kills_itself(tfboot, tmp_path, sig):
     command = [PYTHON, "-c", f"import os; os.kill(os.getpid(), {int(sig)})"]

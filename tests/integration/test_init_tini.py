@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from init_support import DEFAULT_ENDS_PROCESS, MODES, PATH, PYTHON, Supervised, entrypoint_args
+from init_support import DEFAULT_ENDS_PROCESS, MODE_PARAMS, MODES, PATH, PYTHON, Supervised, entrypoint_args, mode_param
 
 REAL_TIME = [signal.SIGRTMIN, signal.SIGRTMAX]
 
@@ -29,7 +29,7 @@ def signal_id(sig):
 # ---- makes tfboot exit 128+N (tini's signals test, generalised from TERM/USR1/USR2)
 
 def _ends_command_cases():
-    return [pytest.param(mode, sig, id=f"{mode}-{signal_id(sig)}")
+    return [mode_param(mode, sig, id=f"{mode}-{signal_id(sig)}")
             for mode in MODES for sig in [*DEFAULT_ENDS_PROCESS, *REAL_TIME]]
 
 
@@ -69,7 +69,7 @@ sys.exit(0 if not left else 1)
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_hundred_orphans_with_staggered_lifetimes_are_all_reaped(tfboot, tmp_path, mode):
     with Supervised(tfboot, tmp_path, [PYTHON, "-c", ORPHANS_THEN_CHECK], mode) as run:
         code = run.wait(timeout=20)

@@ -7,11 +7,14 @@ import time
 
 import pytest
 
+from harness.processes import children
+from init_support import PATH, wait_until
+
 BASE_ENV = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0"}
 
 
 def env_for(tmp_path, **extra):
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **BASE_ENV, "TFBOOT_LOG_ROOT": str(tmp_path), **extra}
+    return {"PATH": PATH, **BASE_ENV, "TFBOOT_LOG_ROOT": str(tmp_path), **extra}
 
 
 def wait_for_line(proc, needle, timeout=10):
@@ -32,18 +35,16 @@ def start_as_pid1(tfboot, tmp_path, args):
     """tfboot as PID 1 of a new PID namespace; returns (unshare Popen, host pid of tfboot)."""
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", tfboot, *args],
                             env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as children:
-                pids = children.read().split()
-        except FileNotFoundError:
-            pids = []
-        if pids:
-            return proc, int(pids[0])
-        time.sleep(0.01)
-    proc.kill()
-    raise AssertionError("tfboot did not start under unshare")
+    found = []
+
+    def started():
+        found[:] = children(proc.pid)
+        return bool(found)
+
+    if not wait_until(started, 5):
+        proc.kill()
+        raise AssertionError("tfboot did not start under unshare")
+    return proc, found[0]
 
 
 def test_every_exit_code_passes_through(tfboot, tmp_path):

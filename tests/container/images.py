@@ -24,7 +24,6 @@ import subprocess
 import tempfile
 from contextlib import contextmanager
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE_DIR = os.environ.get("TFBOOT_TEST_CACHE", "/var/cache/tfboot-test")
 RUN_DIR = "/run/tfboot-test"
 DEBIAN_IMAGE = "localhost/debian:bookworm"

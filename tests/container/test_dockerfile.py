@@ -22,8 +22,8 @@ import time
 import pytest
 
 import images
-from images import REPO_DIR
 from harness.cluster import ClusterNetwork
+from paths import REPO_DIR
 
 ENTRYPOINT = ["/usr/local/bin/tfboot"]
 CMD = ["python", "train.py"]

@@ -24,9 +24,9 @@ except ImportError as e:
     pytest.fail(f"{e.name} is not installed: run scripts/setup-containers", pytrace=False)
 
 from harness.cluster import ClusterNetwork
+from paths import REPO_DIR
 from workloads import IMAGE_CMD, Pod, compose_containers, kubernetes_pods, tfjob_pods
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES_DIR = os.path.join(REPO_DIR, "examples")
 README = os.path.join(EXAMPLES_DIR, "README.md")
 KUBERNETES_FILES = sorted(f"kubernetes/{f}" for f in os.listdir(os.path.join(EXAMPLES_DIR, "kubernetes")) if f.endswith(".yaml"))

@@ -1,4 +1,4 @@
-"""Helpers for the init-mode and hostile-environment tests (test_init_tini.py,
+"""Helpers for the init-mode and hostile-environment tests (test_init.py, test_init_tini.py,
 test_init_dumb_init.py, test_hostile.py).
 
     argv = entrypoint_args(log_root, "--init", "--", *command)   # one task, no DNS wait
@@ -10,6 +10,8 @@ test_init_dumb_init.py, test_hostile.py).
         code = run.wait(timeout=5)       # tfboot's exit code (None if still running)
     process_state(pid) -> "R"/"S"/"T"/"Z"/None; wait_until(predicate, timeout) -> bool
     PRINT_SIGNALS: a Python command that prints every signal it gets and exits on "exit N".
+    code, shown = run_on_a_terminal(tfboot, tmp_path, command, typed)  # tfboot --init on a new terminal
+    @pytest.mark.parametrize("mode", MODE_PARAMS)  # both modes; "pid1" is marked root
 
 Mode "init" runs `tfboot --init` as a child of the test (not PID 1); mode "pid1" runs tfboot
 as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc --kill-child`). Leaving the
@@ -17,12 +19,18 @@ as PID 1 of a new PID namespace (`unshare --pid --fork --mount-proc --kill-child
 """
 
 import os
+import pty
 import resource
 import select
 import signal
 import subprocess
 import sys
+import termios
 import time
+
+import pytest
+
+from harness.processes import children
 
 PATH = os.environ.get("PATH", "/usr/bin:/bin")
 PYTHON = sys.executable
@@ -41,6 +49,14 @@ PASSED_ON = [signal.Signals(n) for n in range(1, 32)
 DEFAULT_ENDS_PROCESS = [s for s in PASSED_ON if s not in (signal.SIGCONT, signal.SIGURG, signal.SIGWINCH)]
 
 MODES = ["init", "pid1"]
+
+
+def mode_param(mode, *values, id=None):
+    """A test parameter for a run in `mode`: "pid1" (`unshare --pid`) needs root."""
+    return pytest.param(mode, *values, id=id, marks=[pytest.mark.root] if mode == "pid1" else [])
+
+
+MODE_PARAMS = [mode_param(mode) for mode in MODES]
 
 # The command for signal tests: a handler for every catchable signal that prints its number,
 # "ready <pid>" once they are in place, and `exit N` on stdin ends it with status N.
@@ -103,14 +119,6 @@ def process_state(pid):
 
 def is_running(pid):
     return process_state(pid) not in (None, "Z", "X")
-
-
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as listing:
-            return [int(child) for child in listing.read().split()]
-    except OSError:
-        return []
 
 
 def executable(pid):
@@ -259,3 +267,52 @@ class Supervised:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def run_on_a_terminal(tfboot, tmp_path, command, typed, *, wait_for=None, raw=False, env=None, timeout=10):
+    """Runs `tfboot --init -- command` as session leader of a new pseudo-terminal, types `typed`
+    (once the terminal showed `wait_for`, if given), reads until nothing has the terminal open any
+    more and returns (exit code, everything the terminal showed, as bytes). `raw`: without echo or
+    output processing, so that what shows is exactly what the command wrote. `env` is added to
+    PATH and TERM=dumb."""
+    argv = [tfboot, *entrypoint_args(tmp_path / "logs", "--log-level", "error", "--init", "--", *command)]
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(tmp_path)
+            os.execve(tfboot, argv, {"PATH": PATH, "TERM": "dumb", **(env or {})})
+        finally:
+            os._exit(125)
+    shown = b""
+    status = None
+    deadline = time.monotonic() + timeout
+    try:
+        if raw:
+            attributes = termios.tcgetattr(fd)
+            attributes[1] &= ~termios.OPOST
+            attributes[3] &= ~termios.ECHO
+            termios.tcsetattr(fd, termios.TCSANOW, attributes)
+        while wait_for is not None and wait_for not in shown and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                shown += os.read(fd, 4096)
+        os.write(fd, typed)
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: nothing has the terminal open any more
+                    chunk = b""
+                if not chunk:
+                    break
+                shown += chunk
+        ended, wait_status = os.waitpid(pid, 0 if time.monotonic() < deadline else os.WNOHANG)
+        if ended == pid:
+            status = os.waitstatus_to_exitcode(wait_status)
+        return status, shown
+    finally:
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)

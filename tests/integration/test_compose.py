@@ -10,6 +10,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 COMPOSE_RESOLV = "nameserver {dns}\noptions ndots:0\n"
 
 

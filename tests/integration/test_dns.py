@@ -13,6 +13,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 SERVICE_SUFFIX = "mnist.default.svc.cluster.local"
 # One task of a job run alone: the job's control channel is off (test_supervision.py covers it).
 ALONE = {"TFBOOT_CONTROL_PORT": "0"}

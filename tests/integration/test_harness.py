@@ -16,6 +16,8 @@ import pytest
 from harness.cluster import ClusterNetwork, HarnessError, cleanup_stale, reverse_name
 from harness.namespaces import list_netns
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 PY = sys.executable
 FQDN = "{}.mnist.default.svc.cluster.local"
 

@@ -18,6 +18,8 @@ import pytest
 
 from init_support import PATH, PYTHON, Supervised, entrypoint_args, kill_quietly
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 NOT_UTF8 = b"caf\xe9"
 REPLACED = "caf\ufffd"  # README: bytes that are not UTF-8 are replaced by U+FFFD in JSON
 

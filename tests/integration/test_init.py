@@ -7,11 +7,14 @@ import time
 
 import pytest
 
+from harness.processes import children
+from init_support import PATH, wait_until
+
 BASE_ENV = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0"}
 
 
 def env_for(tmp_path, **extra):
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **BASE_ENV, "TFBOOT_LOG_ROOT": str(tmp_path), **extra}
+    return {"PATH": PATH, **BASE_ENV, "TFBOOT_LOG_ROOT": str(tmp_path), **extra}
 
 
 def wait_for_line(proc, needle, timeout=10):
@@ -32,18 +35,16 @@ def start_as_pid1(tfboot, tmp_path, args):
     """tfboot as PID 1 of a new PID namespace; returns (unshare Popen, host pid of tfboot)."""
     proc = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", tfboot, *args],
                             env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as children:
-                pids = children.read().split()
-        except FileNotFoundError:
-            pids = []
-        if pids:
-            return proc, int(pids[0])
-        time.sleep(0.01)
-    proc.kill()
-    raise AssertionError("tfboot did not start under unshare")
+    found = []
+
+    def started():
+        found[:] = children(proc.pid)
+        return bool(found)
+
+    if not wait_until(started, 5):
+        proc.kill()
+        raise AssertionError("tfboot did not start under unshare")
+    return proc, found[0]
 
 
 def test_every_exit_code_passes_through(tfboot, tmp_path):
@@ -79,6 +80,7 @@ def test_signals_are_forwarded_to_the_command(tfboot, tmp_path, sig):
     assert f"got {name}" in out
 
 
+@pytest.mark.root
 def test_sigterm_to_pid1_ends_command_with_143(tfboot, tmp_path):
     proc, pid = start_as_pid1(tfboot, tmp_path, ["--", "sleep", "30"])
     try:
@@ -112,6 +114,7 @@ def test_signal_reaches_the_whole_process_group(tfboot, tmp_path):
     assert not os.path.exists(f"/proc/{grandchild}") or open(f"/proc/{grandchild}/stat").read().split()[2] == "Z"
 
 
+@pytest.mark.root
 def test_orphans_are_reaped_and_no_zombie_is_left(tfboot, tmp_path):
     # The command leaves orphans behind (double fork) that end at once; as PID 1 tfboot inherits
     # and must reap them. The command then checks the PID namespace for zombies.

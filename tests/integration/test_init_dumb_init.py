@@ -9,17 +9,13 @@ PID namespace.
 """
 
 import os
-import pty
 import re
-import select
 import signal
-import termios
-import time
 
 import pytest
 
-from init_support import (JOB_CONTROL, MODES, PASSED_ON, PATH, PRINT_SIGNALS, PYTHON, Supervised, entrypoint_args,
-                          is_running, kill_quietly, process_state, wait_until)
+from init_support import (JOB_CONTROL, MODE_PARAMS, MODES, PASSED_ON, PRINT_SIGNALS, PYTHON, Supervised, is_running,
+                          kill_quietly, mode_param, process_state, run_on_a_terminal, wait_until)
 
 
 def start_print_signals(tfboot, tmp_path, mode):
@@ -35,7 +31,7 @@ def start_print_signals(tfboot, tmp_path, mode):
 # ---- (dumb-init's proxies_signals_test, one signal per case so each can be told apart)
 
 def _passed_on_cases():
-    return [pytest.param(mode, sig, id=f"{mode}-{sig.name}") for mode in MODES for sig in PASSED_ON]
+    return [mode_param(mode, sig, id=f"{mode}-{sig.name}") for mode in MODES for sig in PASSED_ON]
 
 
 @pytest.mark.parametrize("mode, sig", _passed_on_cases())
@@ -97,7 +93,7 @@ time.sleep(30)
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboot, tmp_path, mode):
     script = f"{PYTHON} -c '{LEFTOVER}' & while [ ! -e leftover.pid ]; do sleep 0.02; done; exit 0"
     leftover = None
@@ -115,7 +111,7 @@ def test_leftovers_in_the_commands_process_group_get_sigterm_when_it_exits(tfboo
 
 # ---- tfboot keeps no reference to the directory it was started in (dumb-init's cwd_test)
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_command_starts_in_the_start_directory_and_tfboot_moves_to_root(tfboot, tmp_path, mode):
     start = tmp_path / "start"
     start.mkdir()
@@ -128,6 +124,7 @@ def test_command_starts_in_the_start_directory_and_tfboot_moves_to_root(tfboot, 
 
 # ---- exit status of a command that kills itself, as PID 1 (dumb-init's exit_status_test)
 
+@pytest.mark.root
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGKILL], ids=lambda s: s.name)
 def test_pid1_exits_128_plus_n_when_the_command_kills_itself(tfboot, tmp_path, sig):
     command = [PYTHON, "-c", f"import os; os.kill(os.getpid(), {int(sig)})"]
@@ -137,57 +134,15 @@ def test_pid1_exits_128_plus_n_when_the_command_kills_itself(tfboot, tmp_path, s
 
 # ---- the terminal (dumb-init's tty_test): output through it works, the command gets job control
 
-def run_on_a_terminal(tfboot, tmp_path, command, typed, timeout=10):
-    """Runs `tfboot --init -- command` as session leader of a new pseudo-terminal without echo
-    or output processing, types `typed`, reads until everything on the terminal is gone and
-    returns (exit code, what the terminal showed)."""
-    argv = [tfboot, *entrypoint_args(tmp_path / "logs", "--log-level", "error", "--init", "--", *command)]
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.chdir(tmp_path)
-            os.execve(tfboot, argv, {"PATH": PATH, "TERM": "dumb"})
-        finally:
-            os._exit(125)
-    shown = b""
-    status = None
-    deadline = time.monotonic() + timeout
-    try:
-        attributes = termios.tcgetattr(fd)
-        attributes[1] &= ~termios.OPOST
-        attributes[3] &= ~termios.ECHO
-        termios.tcsetattr(fd, termios.TCSANOW, attributes)
-        os.write(fd, typed)
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:  # EIO: nothing has the terminal open any more
-                    chunk = b""
-                if not chunk:
-                    break
-                shown += chunk
-        ended, raw = os.waitpid(pid, 0 if time.monotonic() < deadline else os.WNOHANG)
-        if ended == pid:
-            status = os.waitstatus_to_exitcode(raw)
-        return status, shown
-    finally:
-        if status is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        os.close(fd)
-
-
 def test_command_reads_and_writes_the_terminal(tfboot, tmp_path):
     end_of_file = b"\x04"
-    code, shown = run_on_a_terminal(tfboot, tmp_path, ["tac"], b"1\n2\n3\n" + end_of_file * 2)
+    code, shown = run_on_a_terminal(tfboot, tmp_path, ["tac"], b"1\n2\n3\n" + end_of_file * 2, raw=True)
     assert (code, shown) == (0, b"3\n2\n1\n")
 
 
 def test_command_gets_the_terminal_and_job_control(tfboot, tmp_path):
     code, shown = run_on_a_terminal(tfboot, tmp_path, ["bash", "--norc", "-m"],
-                                    b'echo "flags are: [[$-]]"\nexit 0\n')
+                                    b'echo "flags are: [[$-]]"\nexit 0\n', raw=True)
     assert code == 0, shown
     flags = re.search(rb"flags are: \[\[([a-zA-Z]+)\]\]", shown)
     assert flags, shown

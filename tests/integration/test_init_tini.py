@@ -7,16 +7,13 @@ Modes: "init" is `tfboot --init` run by the test (tfboot is not PID 1 and makes 
 subreaper); "pid1" is tfboot as PID 1 of a new PID namespace.
 """
 
-import os
-import pty
-import select
 import signal
 import subprocess
-import time
 
 import pytest
 
-from init_support import DEFAULT_ENDS_PROCESS, MODES, PATH, PYTHON, Supervised, entrypoint_args
+from init_support import (DEFAULT_ENDS_PROCESS, MODE_PARAMS, MODES, PATH, PYTHON, Supervised, entrypoint_args,
+                          mode_param, run_on_a_terminal)
 
 REAL_TIME = [signal.SIGRTMIN, signal.SIGRTMAX]
 
@@ -29,7 +26,7 @@ def signal_id(sig):
 # ---- makes tfboot exit 128+N (tini's signals test, generalised from TERM/USR1/USR2)
 
 def _ends_command_cases():
-    return [pytest.param(mode, sig, id=f"{mode}-{signal_id(sig)}")
+    return [mode_param(mode, sig, id=f"{mode}-{signal_id(sig)}")
             for mode in MODES for sig in [*DEFAULT_ENDS_PROCESS, *REAL_TIME]]
 
 
@@ -69,7 +66,7 @@ sys.exit(0 if not left else 1)
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", MODE_PARAMS)
 def test_hundred_orphans_with_staggered_lifetimes_are_all_reaped(tfboot, tmp_path, mode):
     with Supervised(tfboot, tmp_path, [PYTHON, "-c", ORPHANS_THEN_CHECK], mode) as run:
         code = run.wait(timeout=20)
@@ -163,52 +160,6 @@ def test_a_second_double_dash_is_the_command(tfboot, tmp_path, mode):
 
 # ---- the terminal (tini's outer TTY tests): Ctrl-C reaches the command, an interactive shell works
 
-def run_on_a_terminal(tfboot, tmp_path, command, typed, timeout=10, wait_for=None):
-    """Runs `tfboot --init -- command` as session leader of a new pseudo-terminal, types `typed`
-    (after `wait_for` showed, if given) and returns (exit code, everything the terminal showed)."""
-    argv = [tfboot, *entrypoint_args(tmp_path / "logs", "--log-level", "error", "--init", "--", *command)]
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.chdir(tmp_path)
-            os.execve(tfboot, argv, {"PATH": PATH, "TERM": "dumb", "PS1": "# "})
-        finally:
-            os._exit(125)
-    shown = b""
-    status = None
-    deadline = time.monotonic() + timeout
-    try:
-        while wait_for is not None and wait_for not in shown and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                shown += os.read(fd, 4096)
-        os.write(fd, typed)
-        while status is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], 0.1)
-            if ready:
-                try:
-                    shown += os.read(fd, 4096)
-                except OSError:  # EIO: nothing has the terminal open any more
-                    pass
-            ended, raw = os.waitpid(pid, os.WNOHANG)
-            if ended == pid:
-                status = os.waitstatus_to_exitcode(raw)
-        while select.select([fd], [], [], 0)[0]:  # what the terminal still holds
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
-        return status, shown.decode(errors="replace")
-    finally:
-        if status is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        os.close(fd)
-
-
 def test_ctrl_c_on_the_terminal_ends_the_command_with_130(tfboot, tmp_path):
     code, shown = run_on_a_terminal(tfboot, tmp_path, ["sh", "-c", "echo ready; while :; do sleep 0.1; done"],
                                     typed=b"\x03", wait_for=b"ready")
@@ -217,6 +168,6 @@ def test_ctrl_c_on_the_terminal_ends_the_command_with_130(tfboot, tmp_path):
 
 def test_interactive_shell_on_the_terminal_exits_0(tfboot, tmp_path):
     code, shown = run_on_a_terminal(tfboot, tmp_path, ["sh", "-i"], typed=b"echo typed-$((6*7))\nexit 0\n",
-                                    wait_for=b"# ")
+                                    wait_for=b"# ", env={"PS1": "# "})
     assert code == 0, shown
-    assert "typed-42" in shown
+    assert b"typed-42" in shown

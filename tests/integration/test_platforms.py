@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from paths import REPO_DIR
 
 # The example: 4 tasks, 2 on gpu07, 1 each on gpu08 and cpu1; this is task 2.
 SRUN_TASK_2 = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1",

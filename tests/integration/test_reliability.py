@@ -118,6 +118,7 @@ def test_bad_input_matrix_has_at_least_forty_cases():
     assert len(BAD_INPUTS) >= 40
 
 
+@pytest.mark.root
 def test_read_only_log_root_is_exit_4(run_tfboot, tmp_path):
     # Root ignores permission bits, so use a read-only bind mount in a private mount namespace.
     root = tmp_path / "ro"
@@ -142,6 +143,7 @@ def test_no_descriptor_leaks_into_the_command(run_tfboot, tmp_path):
         assert sorted(result.stdout.split()) == ["0", "1", "2"], mode
 
 
+@pytest.mark.root
 def test_no_descriptor_leaks_after_a_dns_wait(tfboot, tmp_path):
     # The DNS wait opens sockets (c-ares) and files; none may reach the command. The peers are
     # made resolvable by an /etc/hosts bind-mounted in a private mount namespace.
@@ -192,6 +194,7 @@ def test_second_sigterm_kills_a_command_that_ignores_the_first(tfboot, tmp_path)
     assert "second stop signal" in proc.stderr.read()
 
 
+@pytest.mark.root
 def test_fork_failure_under_rlimit_nproc_is_a_clear_error(tfboot):
     # Root is exempt from RLIMIT_NPROC, so run as nobody with a process limit already reached,
     # and a log root nobody can reach (pytest's tmp dirs are private to root).

@@ -13,6 +13,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 SERVICE_SUFFIX = "mnist.default.svc.cluster.local"
 COMPOSE_RESOLV = "nameserver {dns}\noptions ndots:0\n"
 

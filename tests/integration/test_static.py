@@ -5,6 +5,8 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 
 def test_binary_is_static_and_stripped(tfboot):
     description = subprocess.run(["file", "-L", tfboot], capture_output=True, text=True, check=True).stdout
@@ -12,6 +14,7 @@ def test_binary_is_static_and_stripped(tfboot):
     assert "stripped" in description and "not stripped" not in description
 
 
+@pytest.mark.root
 def test_runs_in_empty_root(tfboot, tmp_path):
     root = tmp_path / "root"
     (root / "etc").mkdir(parents=True)

@@ -17,6 +17,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
+pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
+
 STOPPED_BY_JOB = 200
 BARRIER_INCOMPLETE = 5
 ENVIRONMENT_MISMATCH = 6

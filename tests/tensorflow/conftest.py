@@ -9,15 +9,11 @@ naming TensorFlow, Keras, tf-keras and TensorBoard as installed there.
 
 import glob
 import os
-import sys
 from dataclasses import dataclass
 
 import pytest
 
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REPO_DIR = os.path.dirname(TESTS_DIR)
-if TESTS_DIR not in sys.path:
-    sys.path.insert(0, TESTS_DIR)
+from paths import REPO_DIR
 
 VENVS = {"pinned": ".venv", "latest": ".venv-tf-latest"}
 SETUP_FLAG = {"pinned": "--tensorflow", "latest": "--tensorflow-latest"}
@@ -75,14 +71,6 @@ TENSORFLOW_VENVS = [find_venv(label) for label in VENVS]
 def pytest_terminal_summary(terminalreporter):
     for venv in TENSORFLOW_VENVS:
         terminalreporter.write_line(f"TensorFlow tier, {venv.describe()}")
-
-
-@pytest.fixture(scope="session")
-def tfboot():
-    path = os.path.abspath(os.environ.get("TFBOOT_BINARY", os.path.join(REPO_DIR, "build", "launcher", "tfboot")))
-    if not os.access(path, os.X_OK):
-        pytest.fail(f"tfboot binary not found at {path}")
-    return path
 
 
 @pytest.fixture(scope="session", params=TENSORFLOW_VENVS, ids=[venv.test_id for venv in TENSORFLOW_VENVS])

@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from conftest import REPO_DIR
+from paths import REPO_DIR
 
 TRAIN = os.path.join(REPO_DIR, "examples", "train.py")
 TRAIN_FIT = os.path.join(REPO_DIR, "examples", "train_fit.py")

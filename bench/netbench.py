@@ -21,13 +21,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from harness.cluster import ClusterNetwork, HarnessError  # noqa: E402
-from harness.coredns import cpu_seconds  # noqa: E402
+from harness.cluster import ClusterNetwork, HarnessError
+from harness.coredns import cpu_seconds
 
 PEERS_FILE = "bench-peers"
 

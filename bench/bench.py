@@ -1,15 +1,15 @@
 """tfboot's DNS-wait benchmark (issue 6): tfboot against the entrypoint a user would write and
 against dnsperf, on the namespace network of tests/harness with a real dnsmasq. Run it through
-``scripts/bench`` (needs root); tests/bench/README.md says what each number means.
+``scripts/bench`` (needs root); bench/README.md says what each number means.
 
 For each N (peers, all published): dnsmasq holds N records, one pod ``mnist-worker-0`` with a
 kubelet-like /etc/hosts runs, alternating in each repetition, the three contenders:
 
 * tfboot ``--print`` with ``TFBOOT_CLUSTER=worker=N`` (DNS wait on, defaults),
-* tests/bench/baseline_entrypoint.py (python3, getaddrinfo per peer in turn),
+* bench/baseline_entrypoint.py (python3, getaddrinfo per peer in turn),
 * dnsperf sending the same 2N queries (A and AAAA per peer) to the same server,
 
-each timed by tests/bench/measure.c (spawn to first line of stdout; peak RSS from wait4) with
+each timed by bench/measure.c (spawn to first line of stdout; peak RSS from wait4) with
 dnsmasq's query logging off. Then, with query logging on, one counted run of each. Finally a
 DNS server that stalls as the job starts (tfboot and the baseline), the ``--wait 0`` start-up
 time (many runs) and the binary's size.
@@ -30,12 +30,11 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from harness.coredns import VERSION as COREDNS_VERSION, missing_reason
+from netbench import BenchNetwork, peer_ip, udp_counters
 
-from netbench import BenchNetwork, peer_ip, udp_counters  # noqa: E402
-from harness.coredns import VERSION as COREDNS_VERSION, missing_reason  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 
 CONTENDERS = ("tfboot", "python", "dnsperf")
 LABELS = {"tfboot": "tfboot --print", "python": "Python getaddrinfo entrypoint", "dnsperf": "dnsperf (limit)"}

@@ -1,6 +1,6 @@
 """The job-wide DNS benchmark (issue 13): a whole job of P pods, each with tfboot as PID 1, against
 dnsmasq and against CoreDNS with kubeadm's ``cache 30``, with the control channel and without.
-Run it through ``scripts/bench job`` (needs root); tests/bench/README.md says what each number means.
+Run it through ``scripts/bench job`` (needs root); bench/README.md says what each number means.
 
 Scenarios, on the namespace network of tests/harness (pods ``worker-<i>``, hostname under the
 headless Service ``mnist``'s subdomain, ``TFBOOT_CLUSTER=worker=P``, command: write the time it
@@ -33,15 +33,13 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+from harness.cluster import ClusterNetwork, Pod
+from harness.coredns import VERSION as COREDNS_VERSION, cpu_seconds, missing_reason
+from jobreport import render, plot
+from netbench import udp_counters
 
-from harness.cluster import ClusterNetwork, Pod  # noqa: E402
-from harness.coredns import VERSION as COREDNS_VERSION, cpu_seconds, missing_reason  # noqa: E402
-from jobreport import render, plot  # noqa: E402
-from netbench import udp_counters  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 
 SERVERS = ("dnsmasq", "coredns")
 MODES = ("control", "no-control")   # the control channel (default), --control-port 0

@@ -14,12 +14,11 @@ import os
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+from bench import DOMAIN, NAMESPACE, SERVICE, fqdn
+from netbench import BenchNetwork, peer_ip
 
-from bench import DOMAIN, NAMESPACE, SERVICE, fqdn  # noqa: E402
-from netbench import BenchNetwork, peer_ip  # noqa: E402
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
 
 
 def main(argv=None) -> int:

@@ -163,10 +163,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.init = *init;
 
   for (auto checked : {choose("identity-from", identity_from_choices, options.identity_from),
-                       choose("address", address_choices, options.address),
-                       choose("env-check", env_check_choices, options.env_check),
-                       choose("log-level", log_level_choices, options.log_level),
-                       choose("log-format", log_format_choices, options.log_format), duration("wait", options.wait),
+                       choose("address", address_choices, options.address), duration("wait", options.wait),
                        duration("start-timeout", options.start_timeout), duration("stop-grace", options.stop_grace)}) {
     if (!checked) return std::unexpected(checked.error());
   }
@@ -178,6 +175,11 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
       return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
     }
     options.control_port = value;
+  }
+  for (auto checked : {choose("env-check", env_check_choices, options.env_check),
+                       choose("log-level", log_level_choices, options.log_level),
+                       choose("log-format", log_format_choices, options.log_format)}) {
+    if (!checked) return std::unexpected(checked.error());
   }
   options.control_secret_file = get("control-secret-file");
   return options;

@@ -24,6 +24,10 @@ Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& 
   auto ports = parse_port_spec(options.port);
   if (!ports) return std::unexpected(ports.error());
   inputs.ports = *ports;
+  return inputs;
+}
+
+Result<void> parse_identity_flags(const Options& options, PlanInputs& inputs) {
   if (options.task_type) {
     auto type = parse_task_type(options.task_type->value);
     if (!type) return usage_error(quoted(*options.task_type) + " is not a task type (use chief, worker, ps or evaluator)");
@@ -34,7 +38,7 @@ Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& 
     if (!index) return usage_error(quoted(*options.task_index) + " is not a non-negative integer");
     inputs.task_index = *index;
   }
-  return inputs;
+  return {};
 }
 
 }  // namespace tfboot

@@ -23,6 +23,9 @@ struct PlanInputs {
 // Each value parsed once; a bad one is a usage error naming its flag, twin or variable. The checks
 // across values (which are required together) are check_options' (plan/plan.h).
 Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& env);
+// --task-type and --task-index into `inputs`; check_options parses them last, after the checks
+// a bad identity flag should not hide.
+Result<void> parse_identity_flags(const Options& options, PlanInputs& inputs);
 
 // The TF_CONFIG text an operator set, when tfboot adopts it: present, non-empty, and no
 // --cluster given (which replaces it).

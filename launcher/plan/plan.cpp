@@ -95,18 +95,19 @@ Result<PlanInputs> check_options(const Options& options, const Environment& env)
   if (options.address == AddressMode::ip && options.wait.count() == 0) {
     return usage_error("--address ip needs the DNS wait; it cannot be combined with --wait 0");
   }
-  auto parsed = parse_plan_inputs(options, env);
-  if (!parsed) return parsed;
-  if (!parsed->operator_config && !options.cluster && options.identity_from != IdentityFrom::automatic) {
+  if (!operator_tf_config_text(options, env) && !options.cluster && options.identity_from != IdentityFrom::automatic) {
     // Platforms are asked only for the automatic identity; whether one describes the job is
     // known once the host's files are read (make_plan).
     return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set");
   }
+  auto parsed = parse_plan_inputs(options, env);
+  if (!parsed) return parsed;
   if (options.dns_server) {
     if (auto servers = parse_dns_servers(options.dns_server->value, options.dns_server->source); !servers) {
       return std::unexpected(servers.error());
     }
   }
+  if (auto identity_flags = parse_identity_flags(options, *parsed); !identity_flags) return std::unexpected(identity_flags.error());
   return parsed;
 }
 

@@ -46,7 +46,7 @@ def _not_context(directory, names):
     """What the snapshot of the checkout leaves out: VCS data, virtualenvs, build trees, caches."""
     top = os.path.samefile(directory, REPO_DIR)
     return [n for n in names if n in ("__pycache__", ".pytest_cache")
-            or (top and (n in (".git", ".venv", "logs") or n.startswith("build")))]
+            or (top and (n in (".git", "logs", "bench-results") or n.startswith((".venv", "build"))))]
 
 
 def _say(message):
@@ -54,7 +54,7 @@ def _say(message):
 
 
 @pytest.fixture(scope="module")
-def built(root, tmp_path_factory):
+def built(tmp_path_factory):
     """docker/Dockerfile built twice: the whole file (trainer) and --target tfboot."""
     missing = [tool for tool in ("buildah", "debootstrap") if not shutil.which(tool)]
     if missing:
@@ -102,6 +102,7 @@ def file_description(path):
     return subprocess.run(["file", "-b", path], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.root
 def test_trainer_image_has_tfboot_as_entrypoint(built):
     config = image_config(built, built.trainer)
     assert config["Entrypoint"] == ENTRYPOINT
@@ -109,6 +110,7 @@ def test_trainer_image_has_tfboot_as_entrypoint(built):
     assert config["WorkingDir"] == WORKDIR
 
 
+@pytest.mark.root
 def test_trainer_image_holds_the_static_binary_and_the_examples(built):
     with built.buildah.container(built.trainer, f"{images.NAME_PREFIX}files-{os.getpid()}") as (_, rootfs):
         binary = os.path.join(rootfs, "usr/local/bin/tfboot")
@@ -124,6 +126,7 @@ def test_trainer_image_holds_the_static_binary_and_the_examples(built):
         assert version.returncode == 0 and version.stdout.startswith("tfboot "), version.stderr
 
 
+@pytest.mark.root
 def test_tfboot_stage_holds_only_the_binary(built):
     with built.buildah.container(built.tfboot_stage, f"{images.NAME_PREFIX}stage-{os.getpid()}") as (_, rootfs):
         assert images.image_files(rootfs) == ["tfboot"]
@@ -166,6 +169,7 @@ def _host_path(rootfs, path):
     return host
 
 
+@pytest.mark.root
 def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
     """Two pods of one job, as examples/kubernetes/statefulset.yaml makes them (with its optional
     control secret): both tfboot meet on the control port before the CMD runs, and the job ends

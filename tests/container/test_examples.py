@@ -476,7 +476,8 @@ def own_task(pod: Pod, cluster: dict) -> dict:
 
 
 @pytest.mark.parametrize("example", [*KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB])
-def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot, root):
+@pytest.mark.root
+def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
     blocks = readme_blocks()
     assert example in blocks, f"examples/README.md has no TF_CONFIG block for {example}"
     documented_pod, documented_json = blocks[example]

@@ -1,7 +1,7 @@
 """Platforms that describe the job (README: Identity, "Platforms"): tfboot started by srun, in a
 Volcano job's pod or in a JobSet's pod needs no TFBOOT_CLUSTER. The environment-based sources
 (Slurm, Volcano) and JobSet's downward-API files (through --pod-info-dir) are run here with the
-binary; SageMaker's fixed path and every format detail are covered by tests/platforms_test.cpp.
+binary; SageMaker's fixed path and every format detail are covered by tests/unit/platforms_test.cpp.
 
 The examples in examples/README.md ("Platforms that describe the job") are the ones run here: each
 ```json block after a `<!-- platform: NAME -->` marker must be exactly what tfboot prints."""

@@ -4,6 +4,8 @@ import json
 import subprocess
 import time
 
+import pytest
+
 from harness.cluster import ClusterNetwork
 
 from jobs import TRAIN, TRAIN_PS, PodJob, results
@@ -30,6 +32,7 @@ def test_local_two_workers_train_together(tfboot, tensorflow, task_env, tmp_path
             (0 if tensorflow.tensorboard else 1)
 
 
+@pytest.mark.root
 def test_statefulset_pods_one_published_late(tfboot, tensorflow, task_env, tmp_path):
     with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as net:
         pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
@@ -58,6 +61,7 @@ def test_statefulset_pods_one_published_late(tfboot, tensorflow, task_env, tmp_p
         assert config["cluster"]["worker"] == [f"mnist-worker-{i}.mnist.default.svc.cluster.local:2222" for i in range(2)]
 
 
+@pytest.mark.root
 def test_parameter_server_job_ends_when_the_chief_is_done(tfboot, tensorflow, task_env, tmp_path):
     """ps and workers only server.join(): the chief's exit 0 ends the job, and every tfboot exits 0."""
     with ClusterNetwork(service="job", namespace="ml", cluster_domain="cluster.local") as net:

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from harness.cluster import ClusterNetwork
 from harness.processes import children, cmdline
 
@@ -54,6 +56,7 @@ def trainer_pid(pod_process):
     return pids[0]
 
 
+@pytest.mark.root
 def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, tensorflow, task_env, tmp_path):
     epochs, steps_per_epoch = 8, 40
     logs, backup = tmp_path / "logs", tmp_path / "backup"

@@ -31,6 +31,7 @@ std::string identity_in(const Situation& situation) {
   Hostname hostname = choose_hostname(*options, situation.env, situation.system_hostname);
   auto parsed = parse_plan_inputs(*options, situation.env);
   if (!parsed) return describe(std::unexpected(parsed.error()));
+  if (auto flags = parse_identity_flags(*options, *parsed); !flags) return describe(std::unexpected(flags.error()));
   parsed->operator_config = situation.operator_config;
   return describe(resolve_identity({*options, situation.env, hostname, *parsed, situation.ptr_name}));
 }
@@ -278,6 +279,7 @@ TEST_CASE("identity::identity_with_platform") {
     REQUIRE(options);
     auto parsed = parse_plan_inputs(*options, env);
     if (!parsed) return describe(std::unexpected(parsed.error()));
+    if (auto flags = parse_identity_flags(*options, *parsed); !flags) return describe(std::unexpected(flags.error()));
     return describe(identity_with_platform(*options, *parsed, slurm));
   };
   CHECK(with_flags({}) == "worker:2 from Slurm (SLURM_PROCID)");

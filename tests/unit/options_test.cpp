@@ -534,6 +534,30 @@ TEST_CASE("options::parse_options unknown options") {
   }
 }
 
+// Several bad values: the first in the order the option table's checks run is the one reported,
+// so a user fixes them one at a time in a stable order.
+TEST_CASE("options::parse_options reports the first of several bad values") {
+  struct Row {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const Row rows[] = {
+      {{"--wait", "x", "--env-check", "y"}, "--wait 'x' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
+      {{"--control-port", "x", "--log-level", "y"},
+       "--control-port 'x' must be a port number 1..65535, or 0 to turn the control channel off"},
+      {{"--stop-grace", "9x", "--log-format", "xml"},
+       "--stop-grace '9x' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
+      {{"--address", "dns", "--wait", "x"}, "--address 'dns' must be name or ip"},
+      {{"--env-check", "y", "--log-format", "xml"}, "--env-check 'y' must be warn, fail or off"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.error);
+    auto options = parse(row.args);
+    CHECK(code_of(options) == 2);
+    CHECK(error_of(options) == row.error);
+  }
+}
+
 TEST_CASE("options::parse_duration") {
   struct Good {
     std::string text;

@@ -29,6 +29,7 @@ std::string describe(Reader read, const Situation& situation) {
   Hostname hostname = choose_hostname(*options, situation.env, facts.system_hostname);
   auto parsed = parse_plan_inputs(*options, situation.env);
   if (!parsed) return "error " + std::to_string(parsed.error().code) + ": " + parsed.error().message;
+  if (auto flags = parse_identity_flags(*options, *parsed); !flags) return "error 2: " + flags.error().message;
   auto job = read(PlatformInputs{*options, *parsed, situation.env, facts, hostname});
   if (!job) return "error " + std::to_string(job.error().code) + ": " + job.error().message;
   if (!*job) return "none";

@@ -17,22 +17,6 @@ std::unexpected<Error> file_error(const std::string& what, const std::string& pa
   return make_error(exit_code::file_write, "cannot " + what + " '" + path + "': " + std::strerror(error_number));
 }
 
-bool write_whole(int fd, const std::string& content, int& error_number) {
-  const char* data = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t written = ::write(fd, data, left);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      error_number = written < 0 ? errno : ENOSPC;
-      return false;
-    }
-    data += written;
-    left -= static_cast<std::size_t>(written);
-  }
-  return true;
-}
-
 // A whole, flushed temporary beside `path`; its name, to be renamed or unlinked by the caller.
 Result<std::string> write_temporary(const std::string& path, const std::string& content) {
   auto slash = path.rfind('/');
@@ -43,19 +27,12 @@ Result<std::string> write_temporary(const std::string& path, const std::string& 
   // name we could pick is refused, never followed or truncated.
   int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) return file_error("write", path, errno);
-  int saved = 0;
-  bool whole = write_whole(fd, content, saved) && ::fchmod(fd, 0644) == 0;
-  if (whole && ::fsync(fd) != 0) {
-    saved = errno;
-    whole = false;
-  } else if (!whole && saved == 0) {
-    saved = errno;
-  }
-  if (::close(fd) != 0 && whole) {
-    saved = errno;
-    whole = false;
-  }
-  if (!whole) {
+  int saved = write_all(fd, content);
+  if (saved == 0 && ::fchmod(fd, 0644) != 0) saved = errno;
+  if (saved == 0 && ::fsync(fd) != 0) saved = errno;
+  // close reports a write-back failure that write and fsync did not: it is checked too.
+  if (::close(fd) != 0 && saved == 0) saved = errno;
+  if (saved != 0) {
     ::unlink(temporary.c_str());
     return file_error("write", path, saved);
   }
@@ -63,6 +40,16 @@ Result<std::string> write_temporary(const std::string& path, const std::string& 
 }
 
 }  // namespace
+
+int write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return written < 0 ? errno : ENOSPC;
+    text.remove_prefix(static_cast<std::size_t>(written));
+  }
+  return 0;
+}
 
 std::optional<std::string> read_text_file(const std::string& path, std::size_t max_size) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);

@@ -11,8 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/files.h"
 #include "base/log.h"
-#include "process/process.h"
+#include "process/exec.h"
 
 namespace tfboot {
 namespace {
@@ -42,19 +43,16 @@ int poll_timeout_ms(SteadyTime until) {
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
 }
 
-// In the forked child, before exec: nothing here may return to the parent's code.
-[[noreturn]] void exec_child(const ChildSpec& spec, int out_fd, int err_fd, bool take_terminal) {
+// In the forked child: only async-signal-safe calls until exec (the command was prepared before
+// fork); nothing here may return to the parent's code.
+[[noreturn]] void exec_child(const PreparedCommand& command, int out_fd, int err_fd, bool take_terminal) {
   ::setpgid(0, 0);
   // Every signal is still blocked, so taking the terminal cannot stop us with SIGTTOU.
   if (take_terminal && ::isatty(STDIN_FILENO)) ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
   if (out_fd >= 0 && (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0)) ::_exit(exit_code::resources);
-  reset_signal_state();
-  auto argv = make_argv(spec.argv);
-  auto envp = make_argv(spec.environment);
-  ::execvpe(argv[0], argv.data(), envp.data());
-  int saved = errno;
-  log::error("{}", exec_failure_message(spec.argv[0], saved));
-  ::_exit(exec_failure_code(saved));
+  Error failed = exec_command(command);
+  log::error("{}", failed.message);
+  ::_exit(failed.code);
 }
 
 }  // namespace
@@ -118,13 +116,14 @@ Result<std::size_t> ChildSet::start(const ChildSpec& spec) {
     close_pipes();
     return system_error("cannot create pipes for " + spec.output_label + "output", saved);
   }
+  const PreparedCommand command(spec.argv, spec.environment);
   pid_t pid = ::fork();
   if (pid < 0) {
     int saved = errno;
     close_pipes();
     return system_error("cannot start '" + spec.argv.front() + "': fork failed", saved);
   }
-  if (pid == 0) exec_child(spec, out[1], err[1], !capture);
+  if (pid == 0) exec_child(command, out[1], err[1], !capture);
   // Also set here: whichever of parent and child runs first, the group exists before we signal it.
   ::setpgid(pid, pid);
   Child child{.pid = pid, .label = spec.output_label};

@@ -1,6 +1,5 @@
-// Running the command: plain exec, or supervising it as an init in the manner of tini and
-// dumb-init (README: Running the command).
-#include "process/process.h"
+// Init mode: supervising the command as tini and dumb-init do (init.h).
+#include "process/init.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,23 +15,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::unexpected<Error> signal_setup_error(const std::string& call) {
-  return make_error(exit_code::resources, call + " failed: " + std::strerror(errno));
-}
-
-sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  return set;
-}
-
-void exit_on_stop_signal(int signal_number) {
-  log::write_from_signal_handler(log::Level::warning, "stopped by a signal before the command started; nothing was run");
-  ::_exit(exit_code::signal_base + signal_number);
-}
 
 bool is_job_control_stop(int signal_number) {
   return signal_number == SIGTSTP || signal_number == SIGTTIN || signal_number == SIGTTOU;
@@ -131,95 +113,6 @@ void end_leftovers(ChildSet& children, std::size_t command, std::chrono::millise
 }
 
 }  // namespace
-
-std::vector<char*> make_argv(const std::vector<std::string>& strings) {
-  std::vector<char*> argv;
-  argv.reserve(strings.size() + 1);
-  for (const auto& text : strings) argv.push_back(const_cast<char*>(text.c_str()));
-  argv.push_back(nullptr);
-  return argv;
-}
-
-int exec_failure_code(int error_number) {
-  return error_number == ENOENT || error_number == ENOTDIR ? exit_code::not_found : exit_code::not_executable;
-}
-
-std::string exec_failure_message(const std::string& program, int error_number) {
-  return one_line("cannot run command '" + program + "': " +
-                  (error_number == ENOENT ? std::string("not found") : std::string(std::strerror(error_number))));
-}
-
-int status_to_exit_code(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return exit_code::signal_base + WTERMSIG(status);
-  return 1;
-}
-
-void write_all(int fd, const std::string& text) {
-  std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<std::size_t>(n);
-  }
-}
-
-Result<void> install_stop_handlers() {
-  struct sigaction action {};
-  action.sa_handler = exit_on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  if (::sigaction(SIGTERM, &action, nullptr) != 0 || ::sigaction(SIGINT, &action, nullptr) != 0) {
-    return signal_setup_error("sigaction");
-  }
-  // A parent may have left them blocked; then they would never reach the handler.
-  sigset_t set = stop_signals();
-  if (::sigprocmask(SIG_UNBLOCK, &set, nullptr) != 0) return signal_setup_error("sigprocmask");
-  return {};
-}
-
-Result<void> hold_stop_signals() {
-  sigset_t set = stop_signals();
-  if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) return signal_setup_error("sigprocmask");
-  return {};
-}
-
-Result<void> release_stop_signals() {
-  sigset_t set = stop_signals();
-  if (::sigprocmask(SIG_UNBLOCK, &set, nullptr) != 0) return signal_setup_error("sigprocmask");
-  return {};
-}
-
-void reset_signal_state() {
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  for (int signal_number = 1; signal_number < NSIG; ++signal_number) {
-    if (signal_number == SIGKILL || signal_number == SIGSTOP) continue;
-    ::sigaction(signal_number, &default_action, nullptr);  // EINVAL for the few glibc reserves: fine
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-}
-
-Error exec_command(const std::vector<std::string>& command, const std::vector<std::string>& environment) {
-  reset_signal_state();
-  auto argv = make_argv(command);
-  auto envp = make_argv(environment);
-  ::execvpe(argv[0], argv.data(), envp.data());
-  int saved = errno;
-  return Error{exec_failure_code(saved), exec_failure_message(command[0], saved)};
-}
-
-int idle_until_stopped() {
-  sigset_t stop = stop_signals();
-  int received = 0;
-  while (::sigwait(&stop, &received) != 0) {
-  }
-  log::info("signal {}: the idle task ends", received);
-  return exit_code::ok;
-}
 
 Result<int> supervise_command(ChildSet& children, const std::vector<std::string>& command,
                               const std::vector<std::string>& environment, const InitSettings& settings) {

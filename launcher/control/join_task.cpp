@@ -12,7 +12,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
 
 class TaskBarrier {
  public:

@@ -19,7 +19,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
 
 // A peer that does not read what we send is cut off before we hold more than this for it.
 constexpr std::size_t max_queued_output = 2 * max_coordinator_message;

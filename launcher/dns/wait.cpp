@@ -10,7 +10,6 @@
 namespace tfboot {
 
 using namespace std::chrono_literals;
-using TimePoint = std::chrono::steady_clock::time_point;
 
 std::chrono::milliseconds RetrySchedule::delay_after(int failed_tries) {
   auto delay = policy_.first_retry;
@@ -21,7 +20,7 @@ std::chrono::milliseconds RetrySchedule::delay_after(int failed_tries) {
   return std::chrono::milliseconds(delay.count() - half + jitter(random_));
 }
 
-bool QueryBudget::try_take(TimePoint now) {
+bool QueryBudget::try_take(Instant now) {
   double elapsed = std::chrono::duration<double>(now - last_).count();
   tokens_ = std::min(rate_, tokens_ + elapsed * rate_);
   last_ = now;
@@ -30,7 +29,7 @@ bool QueryBudget::try_take(TimePoint now) {
   return true;
 }
 
-std::chrono::milliseconds QueryBudget::time_until_next(TimePoint now) const {
+std::chrono::milliseconds QueryBudget::time_until_next(Instant now) const {
   double elapsed = std::chrono::duration<double>(now - last_).count();
   double tokens = std::min(rate_, tokens_ + elapsed * rate_);
   if (tokens >= 1.0) return 0ms;
@@ -65,8 +64,8 @@ void log_progress(const std::vector<NameStatus>& names, int resolved, std::chron
 
 WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& names, const WaitPolicy& policy, const Clock& clock,
                            std::uint64_t seed) {
-  const TimePoint start = clock();
-  const TimePoint deadline = start + policy.deadline;
+  const Instant start = clock();
+  const Instant deadline = start + policy.deadline;
   WaitOutcome outcome;
   // Shown without the trailing dot of a fully qualified lookup, as TF_CONFIG shows it.
   for (const auto& name : names) {
@@ -76,7 +75,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
   RetrySchedule schedule(policy, seed);
   QueryBudget budget(policy.retries_per_second, start);
   // Names due for a lookup, earliest first; the index breaks ties so first tries go in order.
-  using Due = std::pair<TimePoint, std::size_t>;
+  using Due = std::pair<Instant, std::size_t>;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due;
   for (std::size_t i = 0; i < names.size(); ++i) due.emplace(start, i);
 
@@ -87,10 +86,10 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
   // add a full window of queries to it and overflow its receive buffer.
   int window = policy.max_in_flight;
   const int total = static_cast<int>(names.size());
-  TimePoint next_progress = start + policy.progress_every;
+  Instant next_progress = start + policy.progress_every;
 
   while (resolved < total) {
-    TimePoint now = clock();
+    Instant now = clock();
     if (now >= deadline) break;
 
     while (in_flight < window && !due.empty() && due.top().first <= now) {
@@ -102,7 +101,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
       resolver.start_lookup(names[i], [&, i](LookupResult result) {
         --in_flight;
         NameStatus& status = outcome.names[i];
-        TimePoint finished = clock();
+        Instant finished = clock();
         status.last_status = result.status;
         status.last_reason = result.reason;
         if (result.reason == LookupReason::timeout) window = std::max(1, window / 2);
@@ -129,9 +128,9 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
     }
 
     // Sleep in the resolver until something is due: a retry, the budget, progress or the deadline.
-    TimePoint wake = std::min(deadline, next_progress);
+    Instant wake = std::min(deadline, next_progress);
     if (!due.empty() && in_flight < window) {
-      TimePoint retry_at = due.top().first;
+      Instant retry_at = due.top().first;
       if (outcome.names[due.top().second].tries > 0) retry_at = std::max(retry_at, now + budget.time_until_next(now));
       wake = std::min(wake, retry_at);
     }

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "dns/resolver.h"
 
 namespace tfboot {
 
-using Clock = std::function<std::chrono::steady_clock::time_point()>;
+using Clock = std::function<Instant()>;
 
 struct NameStatus;
 
@@ -47,14 +48,14 @@ class RetrySchedule {
 // A token bucket: `rate` tokens a second, holding at most one second's worth.
 class QueryBudget {
  public:
-  QueryBudget(double rate, std::chrono::steady_clock::time_point now) : rate_(rate), tokens_(rate), last_(now) {}
-  bool try_take(std::chrono::steady_clock::time_point now);
-  std::chrono::milliseconds time_until_next(std::chrono::steady_clock::time_point now) const;
+  QueryBudget(double rate, Instant now) : rate_(rate), tokens_(rate), last_(now) {}
+  bool try_take(Instant now);
+  std::chrono::milliseconds time_until_next(Instant now) const;
 
  private:
   double rate_;
   double tokens_;
-  std::chrono::steady_clock::time_point last_;
+  Instant last_;
 };
 
 struct NameStatus {

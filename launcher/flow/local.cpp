@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "process/child_set.h"
+#include "process/stop_schedule.h"
 #include "plan/cluster.h"
 #include "plan/identity.h"
 #include "base/log.h"
@@ -21,11 +22,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
-
-// Once the coordinator's command has succeeded the others get this long to end by themselves
-// (the workers of a MultiWorkerMirroredStrategy job finish the same step) before SIGTERM.
-constexpr auto finish_window = 5s;
 
 struct LocalTask {
   TaskType type;
@@ -97,15 +93,12 @@ struct LocalJob {
   ChildSet& children;
   const std::vector<LocalTask>& tasks;
   std::size_t coordinator;
-  std::chrono::milliseconds stop_grace;
+  StopSchedule stop;
   std::optional<int> result;
-  // time_point::max(): not planned.
-  SteadyClock::time_point term_at = SteadyClock::time_point::max(), kill_at = SteadyClock::time_point::max();
 
   void stop_now() {
     children.signal_running(SIGTERM);
-    kill_at = std::min(kill_at, SteadyClock::now() + stop_grace);
-    term_at = SteadyClock::time_point::max();
+    stop.terminated(SteadyClock::now());
   }
   void on_signal(int signal_number) {
     if (signal_number != SIGTERM && signal_number != SIGINT && signal_number != SIGHUP) {
@@ -127,27 +120,25 @@ struct LocalJob {
       result = exit_code::ok;
       log::info("{}is done, and so is the job: the other tasks end within {}s", tasks[child].label(),
                 std::chrono::duration_cast<std::chrono::seconds>(finish_window).count());
-      term_at = SteadyClock::now() + finish_window;
+      stop.terminate_at(SteadyClock::now() + finish_window);
     }
   }
   void on_time() {
-    auto now = SteadyClock::now();
-    if (now >= term_at) stop_now();
-    if (now >= kill_at) {
-      children.signal_running(SIGKILL);
-      kill_at = SteadyClock::time_point::max();
+    const Instant now = SteadyClock::now();
+    for (auto step = stop.due(now); step != StopSchedule::Step::none; step = stop.due(now)) {
+      children.signal_running(step == StopSchedule::Step::terminate ? SIGTERM : SIGKILL);
     }
   }
 };
 
 int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace) {
   // chief:0, else worker:0: the first task in TF_CONFIG order.
-  LocalJob job{children, tasks, 0, stop_grace};
+  LocalJob job{children, tasks, 0, StopSchedule(stop_grace)};
   std::vector<pollfd> none;
   // Until every task's end has been handled, not just reaped: tasks that end together are
   // reaped in one wake-up, and each one's status still counts (a failure among them decides).
   while (children.any_running() || children.has_pending_events()) {
-    ChildSet::Event event = children.wait(std::min(job.term_at, job.kill_at), none);
+    ChildSet::Event event = children.wait(job.stop.next(), none);
     if (event.kind == ChildSet::Event::Kind::signal) job.on_signal(event.signal_number);
     if (event.kind == ChildSet::Event::Kind::exited) job.on_exit(event.child, event.exit_code);
     job.on_time();

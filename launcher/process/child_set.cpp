@@ -37,9 +37,9 @@ std::unexpected<Error> system_error(const std::string& what, int error_number) {
   return make_error(exit_code::resources, what + ": " + std::strerror(error_number));
 }
 
-int poll_timeout_ms(SteadyTime until) {
-  if (until == SteadyTime::max()) return -1;
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+int poll_timeout_ms(Instant until) {
+  if (until == Instant::max()) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
 }
 
@@ -225,7 +225,7 @@ void ChildSet::handle_output(const std::vector<pollfd>& fds) {
   }
 }
 
-ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
+ChildSet::Event ChildSet::wait(Instant until, std::vector<pollfd>& extra) {
   for (pollfd& entry : extra) entry.revents = 0;
   while (pending_.empty()) {
     std::vector<pollfd> fds = extra;
@@ -247,7 +247,7 @@ ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
       extra_ready = extra_ready || extra[i].revents != 0;
     }
     if (pending_.empty() && extra_ready) return Event{.kind = Event::Kind::ready};
-    if (pending_.empty() && std::chrono::steady_clock::now() >= until) return Event{.kind = Event::Kind::timeout};
+    if (pending_.empty() && SteadyClock::now() >= until) return Event{.kind = Event::Kind::timeout};
   }
   Event next = pending_.front();
   pending_.pop_front();
@@ -255,8 +255,8 @@ ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
 }
 
 void ChildSet::drain_output(std::chrono::milliseconds at_most) {
-  SteadyTime until = std::chrono::steady_clock::now() + at_most;
-  while (std::chrono::steady_clock::now() < until) {
+  Instant until = SteadyClock::now() + at_most;
+  while (SteadyClock::now() < until) {
     std::vector<pollfd> fds;
     add_output_fds(fds);
     if (fds.empty()) return;
@@ -266,11 +266,11 @@ void ChildSet::drain_output(std::chrono::milliseconds at_most) {
   }
 }
 
-bool ChildSet::wait_for_group_to_end(std::size_t child, SteadyTime until) {
+bool ChildSet::wait_for_group_to_end(std::size_t child, Instant until) {
   while (true) {
     reap();
     if (::kill(-children_[child].pid, 0) != 0 && errno == ESRCH) return true;
-    if (std::chrono::steady_clock::now() >= until) return false;
+    if (SteadyClock::now() >= until) return false;
     ::usleep(20'000);
   }
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "process/child_set.h"
+#include "process/stop_schedule.h"
 #include "base/log.h"
 
 namespace tfboot {
@@ -27,8 +28,7 @@ struct InitState {
   std::size_t command = 0;
   int stop_requests = 0;
   std::optional<JobOutcome> decision;  // the job told us to stop
-  SteadyTime term_at = SteadyTime::max();  // when the job's stop sends SIGTERM
-  SteadyTime kill_at = SteadyTime::max();  // when the grace after it runs out
+  StopSchedule stop{settings.stop_grace};  // the job's stop: SIGTERM, SIGKILL after the grace
 };
 
 void pass_on_signal(InitState& state, int signal_number) {
@@ -48,37 +48,34 @@ void pass_on_signal(InitState& state, int signal_number) {
   if (is_job_control_stop(signal_number)) ::kill(::getpid(), SIGSTOP);
 }
 
-// Once the job is done, the command gets a moment to end by itself (a worker of a
-// MultiWorkerMirroredStrategy job finishes the same step as the chief) before SIGTERM; after
-// another task failed it gets SIGTERM at once. SIGKILL follows after --stop-grace.
+// Once the job is done, the command gets the finish window to end by itself before SIGTERM;
+// after another task failed it gets SIGTERM at once. SIGKILL follows after --stop-grace.
 void follow_job(InitState& state, const std::vector<pollfd>& fds) {
   if (!state.settings.job || state.decision) return;
-  auto decision = state.settings.job->process(fds, std::chrono::steady_clock::now());
+  auto decision = state.settings.job->process(fds, SteadyClock::now());
   if (!decision) return;
   state.decision = decision;
   bool done = decision->exit_code == exit_code::ok;
   if (done) log::info("{}", decision->reason);
   else log::error("{}", decision->reason);
-  state.term_at = std::chrono::steady_clock::now() + (done ? state.settings.finish_window : std::chrono::milliseconds(0));
+  state.stop.terminate_at(SteadyClock::now() + (done ? finish_window : std::chrono::milliseconds(0)));
 }
 
 void enforce_stop_times(InitState& state) {
-  auto now = std::chrono::steady_clock::now();
-  if (now >= state.term_at) {
-    log::info("stopping the command: SIGTERM, SIGKILL after {}ms", state.settings.stop_grace.count());
-    state.children.signal(state.command, SIGTERM);
-    state.term_at = SteadyTime::max();
-    state.kill_at = now + state.settings.stop_grace;
-  }
-  if (now >= state.kill_at) {
-    log::warn("the command did not stop within --stop-grace: killing its process group");
-    state.children.signal(state.command, SIGKILL);
-    state.kill_at = SteadyTime::max();
+  const Instant now = SteadyClock::now();
+  for (auto step = state.stop.due(now); step != StopSchedule::Step::none; step = state.stop.due(now)) {
+    if (step == StopSchedule::Step::terminate) {
+      log::info("stopping the command: SIGTERM, SIGKILL after {}ms", state.settings.stop_grace.count());
+      state.children.signal(state.command, SIGTERM);
+    } else {
+      log::warn("the command did not stop within --stop-grace: killing its process group");
+      state.children.signal(state.command, SIGKILL);
+    }
   }
 }
 
-SteadyTime next_wakeup(const InitState& state) {
-  SteadyTime wake = std::min(state.term_at, state.kill_at);
+Instant next_wakeup(const InitState& state) {
+  Instant wake = state.stop.next();
   if (state.settings.job && !state.decision) wake = std::min(wake, state.settings.job->next_wakeup());
   return wake;
 }
@@ -106,10 +103,10 @@ int wait_for_command(InitState& state) {
 void end_leftovers(ChildSet& children, std::size_t command, std::chrono::milliseconds grace) {
   if (::kill(-children.pid(command), SIGTERM) != 0) return;  // nothing left
   log::info("the command left processes in its group: SIGTERM");
-  if (children.wait_for_group_to_end(command, std::chrono::steady_clock::now() + grace)) return;
+  if (children.wait_for_group_to_end(command, SteadyClock::now() + grace)) return;
   log::warn("processes of the command's group still running after the grace period: SIGKILL");
   ::kill(-children.pid(command), SIGKILL);
-  children.wait_for_group_to_end(command, std::chrono::steady_clock::now() + 1s);
+  children.wait_for_group_to_end(command, SteadyClock::now() + 1s);
 }
 
 }  // namespace

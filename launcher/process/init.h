@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
 
 namespace tfboot {
@@ -26,17 +27,15 @@ class JobView {
  public:
   virtual ~JobView() = default;
   virtual void add_poll_fds(std::vector<pollfd>& fds) const = 0;
-  virtual std::chrono::steady_clock::time_point next_wakeup() const = 0;
+  virtual Instant next_wakeup() const = 0;
   // Handles what is ready or due; a decision once the job has made one.
-  virtual std::optional<JobOutcome> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) = 0;
+  virtual std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) = 0;
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
   virtual void report_exit(int exit_code) = 0;
 };
 
 struct InitSettings {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
-  // After the job is done, how long the command may take to end by itself before SIGTERM.
-  std::chrono::milliseconds finish_window{std::chrono::seconds(5)};
   JobView* job = nullptr;  // the job's control channel after the start barrier, if any
 };
 

@@ -11,15 +11,6 @@ namespace tfboot {
 
 using namespace std::chrono_literals;
 
-std::chrono::milliseconds RetrySchedule::delay_after(int failed_tries) {
-  auto delay = policy_.first_retry;
-  for (int i = 1; i < failed_tries && delay < policy_.max_retry; ++i) delay *= 2;
-  delay = std::min(delay, policy_.max_retry);
-  auto half = delay.count() / 2;
-  std::uniform_int_distribution<long long> jitter(0, half);
-  return std::chrono::milliseconds(delay.count() - half + jitter(random_));
-}
-
 bool QueryBudget::try_take(Instant now) {
   double elapsed = std::chrono::duration<double>(now - last_).count();
   tokens_ = std::min(rate_, tokens_ + elapsed * rate_);
@@ -72,7 +63,7 @@ WaitOutcome wait_for_names(Resolver& resolver, const std::vector<std::string>& n
     outcome.names.push_back(NameStatus{.name = name.ends_with('.') ? name.substr(0, name.size() - 1) : name});
   }
 
-  RetrySchedule schedule(policy, seed);
+  Backoff schedule(policy.first_retry, policy.max_retry, seed);
   QueryBudget budget(policy.retries_per_second, start);
   // Names due for a lookup, earliest first; the index breaks ties so first tries go in order.
   using Due = std::pair<Instant, std::size_t>;

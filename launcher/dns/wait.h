@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -23,8 +22,8 @@ struct WaitPolicy {
   // Lookups in flight at once, at most; timeouts shrink the window (see wait_for_names). A lookup
   // is one query, A, plus an AAAA query only for a name that exists without an A record.
   int max_in_flight = 64;
-  // Backoff for a missing name: first retry after about `first_retry`, doubling, never more
-  // than `max_retry`, so a name published late is seen within a second.
+  // Backoff (base/clock.h) for a missing name: first retry after about `first_retry`, doubling,
+  // never more than `max_retry`, so a name published late is seen within a second.
   std::chrono::milliseconds first_retry{100};
   std::chrono::milliseconds max_retry{1000};
   // Retries (not first tries) per second, so thousands of waiting pods do not flood the cluster DNS.
@@ -32,17 +31,6 @@ struct WaitPolicy {
   std::chrono::milliseconds progress_every{std::chrono::seconds(10)};
   // Called after each failed lookup, with the name's position and status, from within the wait.
   std::function<void(std::size_t, const NameStatus&)> on_failure;
-};
-
-// Exponential backoff with "equal jitter": half the delay fixed, half random.
-class RetrySchedule {
- public:
-  RetrySchedule(const WaitPolicy& policy, std::uint64_t seed) : policy_(policy), random_(seed) {}
-  std::chrono::milliseconds delay_after(int failed_tries);
-
- private:
-  WaitPolicy policy_;
-  std::mt19937_64 random_;
 };
 
 // A token bucket: `rate` tokens a second, holding at most one second's worth.

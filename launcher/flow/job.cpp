@@ -62,8 +62,8 @@ Result<std::vector<MemberInfo>> verify_member_names(const Options& options, cons
   auto check = check_member_names(members, dns->names);
   const Instant give_up = std::min(deadline, SteadyClock::now() + stale_record_window);
   if (!check.mismatched.empty()) {
-    log::warn("start barrier: {}; asking again for up to {}s", check.problems,
-              std::chrono::ceil<std::chrono::seconds>(give_up - SteadyClock::now()).count());
+    log::warn("start barrier: {}; asking again for up to {}", check.problems,
+              seconds_text(std::chrono::ceil<std::chrono::seconds>(give_up - SteadyClock::now())));
   }
   while (!check.mismatched.empty() && SteadyClock::now() + 1s < give_up) {
     std::this_thread::sleep_for(1s);

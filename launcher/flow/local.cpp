@@ -118,8 +118,8 @@ struct LocalJob {
       stop_now();
     } else if (child == coordinator && children.any_running()) {
       result = exit_code::ok;
-      log::info("{}is done, and so is the job: the other tasks end within {}s", tasks[child].label(),
-                std::chrono::duration_cast<std::chrono::seconds>(finish_window).count());
+      log::info("{}is done, and so is the job: the other tasks end within {}", tasks[child].label(),
+                seconds_text(finish_window));
       stop.terminate_at(SteadyClock::now() + finish_window);
     }
   }

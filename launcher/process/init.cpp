@@ -65,7 +65,7 @@ void enforce_stop_times(InitState& state) {
   const Instant now = SteadyClock::now();
   for (auto step = state.stop.due(now); step != StopSchedule::Step::none; step = state.stop.due(now)) {
     if (step == StopSchedule::Step::terminate) {
-      log::info("stopping the command: SIGTERM, SIGKILL after {}ms", state.settings.stop_grace.count());
+      log::info("stopping the command: SIGTERM, SIGKILL after {}", seconds_text(state.settings.stop_grace));
       state.children.signal(state.command, SIGTERM);
     } else {
       log::warn("the command did not stop within --stop-grace: killing its process group");

@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/unique_fd.h"
+
 namespace tfboot {
 namespace {
 
 std::unexpected<Error> file_error(const std::string& what, const std::string& path, int error_number) {
-  return make_error(exit_code::file_write, "cannot " + what + " '" + path + "': " + std::strerror(error_number));
+  return errno_error(exit_code::file_write, "cannot " + what + " '" + path + "'", error_number);
 }
 
 // A whole, flushed temporary beside `path`; its name, to be renamed or unlinked by the caller.
@@ -52,16 +54,16 @@ int write_all(int fd, std::string_view text) {
 }
 
 std::optional<std::string> read_text_file(const std::string& path, std::size_t max_size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd) return std::nullopt;
   struct stat info {};
   std::optional<std::string> content;
   // A directory opens fine but reads nothing; a FIFO or device could block or never end.
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<std::size_t>(info.st_size) <= max_size) {
+  if (::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode) && static_cast<std::size_t>(info.st_size) <= max_size) {
     std::string text;
     char buffer[65536];
     while (true) {
-      ssize_t n = ::read(fd, buffer, sizeof buffer);
+      ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) break;
       if (n == 0) {
@@ -72,8 +74,7 @@ std::optional<std::string> read_text_file(const std::string& path, std::size_t m
       if (text.size() > max_size) break;  // grew while we read it
     }
   }
-  ::close(fd);
-  return content;
+  return content;  // fd closes on return: read-only, a failing close loses nothing
 }
 
 Result<std::vector<std::string>> make_directories(const std::string& path) {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/digest.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 namespace {
@@ -57,18 +58,17 @@ class Tree {
     // read(2), not an ifstream: iostreams would bring libstdc++'s locales into the static binary.
     std::error_code error;
     if (!fs::is_regular_file(real(logical), error)) return std::nullopt;
-    int fd = ::open(real(logical).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return std::nullopt;
+    UniqueFd fd(::open(real(logical).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd) return std::nullopt;
     std::string content(limit, '\0');
     std::size_t size = 0;
     while (size < limit) {
-      ssize_t got = ::read(fd, content.data() + size, limit - size);
+      ssize_t got = ::read(fd.get(), content.data() + size, limit - size);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;  // a read error keeps what came before it
       size += static_cast<std::size_t>(got);
     }
-    ::close(fd);  // read-only: a failing close loses nothing
-    content.resize(size);
+    content.resize(size);  // fd closes on return: read-only, a failing close loses nothing
     return content;
   }
 

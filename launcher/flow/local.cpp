@@ -14,6 +14,7 @@
 #include "plan/cluster.h"
 #include "plan/identity.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "task/task_files.h"
 #include "plan/tf_config.h"
 #include "version.h"
@@ -33,13 +34,11 @@ struct LocalTask {
 
 // Free ports on 127.0.0.1: every socket stays bound until all are chosen so no two tasks share one.
 Result<std::vector<int>> choose_free_ports(std::size_t count) {
-  std::vector<int> sockets, ports;
-  auto close_all = [&] {
-    for (int fd : sockets) ::close(fd);
-  };
+  std::vector<UniqueFd> sockets;
+  std::vector<int> ports;
   for (std::size_t i = 0; i < count; ++i) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) sockets.push_back(fd);
+    if (fd >= 0) sockets.emplace_back(fd);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -47,13 +46,11 @@ Result<std::vector<int>> choose_free_ports(std::size_t count) {
     if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
       int saved = errno;
-      close_all();
-      return make_error(exit_code::resources, std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(saved));
+      return errno_error(exit_code::resources, "cannot find a free port on 127.0.0.1", saved);
     }
     ports.push_back(ntohs(address.sin_port));
   }
-  close_all();
-  return ports;
+  return ports;  // the sockets close here, every port chosen
 }
 
 Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterSpec& spec, const std::string& log_root) {

@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 
@@ -77,7 +78,7 @@ class ChildSet {
 
  private:
   struct OutputStream {
-    int fd = -1;
+    UniqueFd fd;
     int target = -1;  // our stdout or stderr
     std::string partial;
   };
@@ -97,7 +98,7 @@ class ChildSet {
 
   std::vector<Child> children_;
   std::deque<Event> pending_;
-  int signal_fd_ = -1;
+  UniqueFd signal_fd_;
   sigset_t original_mask_{};
 };
 

@@ -14,7 +14,7 @@ namespace tfboot {
 namespace {
 
 std::unexpected<Error> signal_setup_error(const std::string& call) {
-  return make_error(exit_code::resources, call + " failed: " + std::strerror(errno));
+  return errno_error(exit_code::resources, call + " failed", errno);
 }
 
 sigset_t stop_signals() {

@@ -1,6 +1,8 @@
 // Errors as values: an exit code (README: Exit codes) and a one-line message that names its source.
 #pragma once
 
+#include <cerrno>
+#include <cstring>
 #include <expected>
 #include <string>
 
@@ -48,6 +50,13 @@ inline std::string one_line(const std::string& text) {
 
 inline std::unexpected<Error> make_error(int code, const std::string& message) {
   return std::unexpected(Error{code, one_line(message)});
+}
+
+// "what: strerror": a failed system call, named, for a message or a log line.
+inline std::string errno_text(const std::string& what, int error_number) { return what + ": " + std::strerror(error_number); }
+// The same as an error with `code`, usually exit_code::resources.
+inline std::unexpected<Error> errno_error(int code, const std::string& what, int error_number) {
+  return make_error(code, errno_text(what, error_number));
 }
 
 inline std::unexpected<Error> usage_error(const std::string& message) { return make_error(exit_code::usage, message); }

@@ -10,27 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/unique_fd.h"
+
 namespace tfboot {
 namespace {
 
 std::unexpected<Error> file_error(const std::string& what, const std::string& path, int error_number) {
-  return make_error(exit_code::file_write, "cannot " + what + " '" + path + "': " + std::strerror(error_number));
-}
-
-bool write_whole(int fd, const std::string& content, int& error_number) {
-  const char* data = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t written = ::write(fd, data, left);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      error_number = written < 0 ? errno : ENOSPC;
-      return false;
-    }
-    data += written;
-    left -= static_cast<std::size_t>(written);
-  }
-  return true;
+  return errno_error(exit_code::file_write, "cannot " + what + " '" + path + "'", error_number);
 }
 
 // A whole, flushed temporary beside `path`; its name, to be renamed or unlinked by the caller.
@@ -43,19 +29,12 @@ Result<std::string> write_temporary(const std::string& path, const std::string& 
   // name we could pick is refused, never followed or truncated.
   int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
   if (fd < 0) return file_error("write", path, errno);
-  int saved = 0;
-  bool whole = write_whole(fd, content, saved) && ::fchmod(fd, 0644) == 0;
-  if (whole && ::fsync(fd) != 0) {
-    saved = errno;
-    whole = false;
-  } else if (!whole && saved == 0) {
-    saved = errno;
-  }
-  if (::close(fd) != 0 && whole) {
-    saved = errno;
-    whole = false;
-  }
-  if (!whole) {
+  int saved = write_all(fd, content);
+  if (saved == 0 && ::fchmod(fd, 0644) != 0) saved = errno;
+  if (saved == 0 && ::fsync(fd) != 0) saved = errno;
+  // close reports a write-back failure that write and fsync did not: it is checked too.
+  if (::close(fd) != 0 && saved == 0) saved = errno;
+  if (saved != 0) {
     ::unlink(temporary.c_str());
     return file_error("write", path, saved);
   }
@@ -64,17 +43,27 @@ Result<std::string> write_temporary(const std::string& path, const std::string& 
 
 }  // namespace
 
+int write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t written = ::write(fd, text.data(), text.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return written < 0 ? errno : ENOSPC;
+    text.remove_prefix(static_cast<std::size_t>(written));
+  }
+  return 0;
+}
+
 std::optional<std::string> read_text_file(const std::string& path, std::size_t max_size) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (!fd) return std::nullopt;
   struct stat info {};
   std::optional<std::string> content;
   // A directory opens fine but reads nothing; a FIFO or device could block or never end.
-  if (::fstat(fd, &info) == 0 && S_ISREG(info.st_mode) && static_cast<std::size_t>(info.st_size) <= max_size) {
+  if (::fstat(fd.get(), &info) == 0 && S_ISREG(info.st_mode) && static_cast<std::size_t>(info.st_size) <= max_size) {
     std::string text;
     char buffer[65536];
     while (true) {
-      ssize_t n = ::read(fd, buffer, sizeof buffer);
+      ssize_t n = ::read(fd.get(), buffer, sizeof buffer);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) break;
       if (n == 0) {
@@ -85,8 +74,7 @@ std::optional<std::string> read_text_file(const std::string& path, std::size_t m
       if (text.size() > max_size) break;  // grew while we read it
     }
   }
-  ::close(fd);
-  return content;
+  return content;  // fd closes on return: read-only, a failing close loses nothing
 }
 
 Result<std::vector<std::string>> make_directories(const std::string& path) {

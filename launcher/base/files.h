@@ -4,12 +4,18 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "base/error.h"
 
 namespace tfboot {
+
+// write(2) until all of `text` is written, again after EINTR. 0 when done, else the errno that
+// stopped it (ENOSPC when write wrote nothing). The log and the children's output ignore it: a
+// closed stderr is no reason to fail.
+int write_all(int fd, std::string_view text);
 
 inline constexpr std::size_t default_read_limit = 16 * 1024 * 1024;
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 
 namespace tfboot::log {
 namespace {
@@ -40,13 +41,7 @@ std::string_view level_name(Level level) {
 // One write(2) per line, so lines of tfboot and of the command never interleave mid-line, and
 // nothing sits in a buffer when exec replaces the process.
 void write_line(const std::string& line) {
-  std::size_t done = 0;
-  while (done < line.size()) {
-    ssize_t written = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) return;  // stderr closed or full: a log line is not worth failing for
-    done += static_cast<std::size_t>(written);
-  }
+  write_all(STDERR_FILENO, line);  // stderr closed or full: a log line is not worth failing for
 }
 
 // "2026-11-30T15:48:20.067Z" from Unix milliseconds, by integer arithmetic only (a signal

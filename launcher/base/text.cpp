@@ -8,4 +8,26 @@ std::string join_host_port(std::string_view host, int port) {
   return text + ":" + std::to_string(port);
 }
 
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    std::size_t end = text.find(separator);
+    parts.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) return parts;
+    text.remove_prefix(end + 1);
+  }
+}
+
+std::vector<std::string_view> split_non_empty(std::string_view text, char separator) {
+  std::vector<std::string_view> parts = split(text, separator);
+  std::erase_if(parts, [](std::string_view part) { return part.empty(); });
+  return parts;
+}
+
+std::vector<std::string_view> lines(std::string_view text) {
+  std::vector<std::string_view> parts = split(text, '\n');
+  if (parts.back().empty()) parts.pop_back();  // after the last '\n', or "" itself
+  return parts;
+}
+
 }  // namespace tfboot

@@ -3,10 +3,20 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tfboot {
 
 // "host:port", or "[v6]:port" when the host is an IPv6 address: the one place that writes one.
 std::string join_host_port(std::string_view host, int port);
+
+// The parts of `text` between `separator`s, as views into it (so `text` must outlive them):
+// "a,,b" gives "a", "", "b", and "" gives one empty part, for lists where an empty item is an error.
+std::vector<std::string_view> split(std::string_view text, char separator);
+// The same without the empty parts: "/a::/b:" gives "/a", "/b" (search paths, words).
+std::vector<std::string_view> split_non_empty(std::string_view text, char separator);
+// The lines of `text` without their '\n', as views into it: a last line needs no '\n', and ""
+// has none.
+std::vector<std::string_view> lines(std::string_view text);
 
 }  // namespace tfboot

@@ -10,29 +10,25 @@
 #include <nlohmann/json.hpp>
 
 #include "base/digest.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 namespace {
 
 // Reads at most `limit` + 1 bytes, so that an oversized file (or /dev/zero) is noticed, not read.
 Result<std::string> read_bounded(const Setting& path, std::size_t limit) {
-  int fd = ::open(path.value.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(errno));
+  UniqueFd fd(::open(path.value.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(errno));
   std::string content;
   char buffer[1024];
   while (content.size() <= limit) {
-    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    ssize_t got = ::read(fd.get(), buffer, sizeof buffer);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      int saved = errno;
-      ::close(fd);
-      return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(saved));
-    }
+    if (got < 0) return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(errno));
     if (got == 0) break;
     content.append(buffer, static_cast<std::size_t>(got));
   }
-  ::close(fd);  // read-only: a failing close loses nothing
-  return content;
+  return content;  // read-only: a failing close loses nothing
 }
 
 }  // namespace

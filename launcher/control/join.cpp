@@ -17,7 +17,7 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   hello.host = hello.host.substr(0, 253);
   hello.name = hello.name.substr(0, 253);
   if (hello.addresses.size() > 64) hello.addresses.resize(64);
-  const Instant now = std::chrono::steady_clock::now();
+  const Instant now = SteadyClock::now();
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
   auto listener = open_listener(settings.port);
   if (!listener) return std::unexpected(listener.error());

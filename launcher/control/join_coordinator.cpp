@@ -14,8 +14,6 @@
 namespace tfboot {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // A connection at the coordinator before the start.
 struct Candidate {
   MessageConnection channel;

@@ -22,11 +22,6 @@ Result<std::unique_ptr<JobLink>> join_as_coordinator(const JobSettings& settings
 // `own` is the hello to send, without nonce and proof (added per challenge).
 Result<std::unique_ptr<JobLink>> join_as_task(const JobSettings& settings, Hello own, Instant now);
 
-// "12.3s", for the start barrier's log lines and errors.
-inline std::string seconds_text(std::chrono::steady_clock::duration duration) {
-  return fmt::format("{:.1f}s", std::chrono::duration<double>(duration).count());
-}
-
 // Both sides log the differences the start carries, as warnings, one line each.
 inline void log_differences(const std::vector<std::string>& differences) {
   for (const auto& line : differences) log::warn("environment differs between tasks: {}", line);

@@ -3,7 +3,6 @@
 #include "control/join_sides.h"
 
 #include <algorithm>
-#include <random>
 
 #include "control/auth.h"
 #include "control/link.h"
@@ -12,7 +11,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
 
 class TaskBarrier {
  public:
@@ -23,7 +21,7 @@ class TaskBarrier {
         deadline_(now + settings.start_timeout),
         next_attempt_(now),
         next_progress_(now + settings.progress_every),
-        random_(static_cast<std::uint32_t>(std::hash<std::string>{}(hello_.instance))) {}
+        backoff_(100ms, 2s, std::hash<std::string>{}(hello_.instance)) {}
 
   Result<std::unique_ptr<JobLink>> run() {
     log::info("start barrier: joining the coordinator {} on control port {}", settings_.coordinator.text(), settings_.port);
@@ -116,9 +114,7 @@ class TaskBarrier {
     last_seen_ = why;
     log::debug("start barrier: {}", why);
     phase_ = Phase::idle;
-    auto delay = std::min<std::chrono::milliseconds>(100ms * (1 << std::min(failures_++, 5)), 2s);
-    std::uniform_int_distribution<long long> jitter(0, delay.count() / 2);
-    next_attempt_ = now + delay / 2 + std::chrono::milliseconds(jitter(random_));
+    next_attempt_ = now + backoff_.delay_after(++failures_);
   }
 
   std::optional<Result<std::unique_ptr<JobLink>>> on_ready(short revents, Instant now) {
@@ -168,7 +164,7 @@ class TaskBarrier {
   Instant next_progress_;
   Instant next_heartbeat_{};
   Instant phase_deadline_{};
-  std::minstd_rand random_;
+  Backoff backoff_;  // 100 ms doubling up to 2 s, seeded by our instance
   Phase phase_ = Phase::idle;
   std::optional<MessageConnection> channel_;
   Challenge challenge_;

@@ -8,8 +8,6 @@
 namespace tfboot {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // The coordinator's side after the start: heartbeats to every supervised task, their exits and
 // silences into the JobMonitor, its decisions out to every task.
 class CoordinatorLink final : public JobLink {

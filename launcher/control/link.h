@@ -30,10 +30,10 @@ class JobLink {
   // Appends the descriptors to watch (with their events) to `fds`.
   virtual void add_poll_fds(std::vector<pollfd>& fds) const = 0;
   // When process() must run even if no descriptor is ready (heartbeats, silence timeouts).
-  virtual std::chrono::steady_clock::time_point next_wakeup() const = 0;
+  virtual Instant next_wakeup() const = 0;
   // Handles whatever is ready in `fds` (ours are found by descriptor) and due at `now`. At most
   // one decision (job_done, task_failed or coordinator_lost) is ever returned.
-  virtual std::vector<JobEvent> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) = 0;
+  virtual std::vector<JobEvent> process(const std::vector<pollfd>& fds, Instant now) = 0;
   // Our own command ended with `status` (exit code, 128+N for signal N). A task tells the
   // coordinator; the coordinator tells every task "done" (0) or "stop" (non-zero), unless the
   // job was decided before.

@@ -19,7 +19,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
 
 // A peer that does not read what we send is cut off before we hold more than this for it.
 constexpr std::size_t max_queued_output = 2 * max_coordinator_message;
@@ -52,13 +51,13 @@ int unacknowledged(int fd) {
 
 Result<Socket> listen_on(int family, int port) {
   Socket socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket) return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": socket"));
+  if (!socket) return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": socket", errno);
   int on = 1;
   int off = 0;
   // A restarted coordinator must get its port back while old connections sit in TIME_WAIT.
   if (::setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
       (family == AF_INET6 && ::setsockopt(socket.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)) {
-    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": setsockopt"));
+    return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": setsockopt", errno);
   }
   sockaddr_storage address{};
   socklen_t size = 0;
@@ -72,20 +71,12 @@ Result<Socket> listen_on(int family, int port) {
     size = sizeof v4;
   }
   if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), 128) != 0) {
-    return make_error(exit_code::resources, system_error("--control-port " + std::to_string(port) + ": cannot listen"));
+    return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": cannot listen", errno);
   }
   return socket;
 }
 
 }  // namespace
-
-std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno); }
-
-// On Linux the descriptor is gone even when close() reports an error: nothing to retry.
-void Socket::reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
 
 void MessageConnection::send(const Message& message) {
   if (broken()) return;
@@ -99,7 +90,7 @@ void MessageConnection::flush() {
     ssize_t put = ::send(socket_.fd(), output_.data() + sent_, output_.size() - sent_, MSG_NOSIGNAL);
     if (put >= 0) sent_ += static_cast<std::size_t>(put);
     else if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    else if (errno != EINTR) fail(system_error("send"));
+    else if (errno != EINTR) fail(errno_text("send", errno));
   }
   if (!has_output()) {
     output_.clear();
@@ -119,13 +110,13 @@ void MessageConnection::receive(Instant now) {
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       break;
     } else if (errno != EINTR) {
-      fail(system_error("receive"));
+      fail(errno_text("receive", errno));
     }
   }
 }
 
 void MessageConnection::shutdown_write() {
-  if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(system_error("shutdown"));
+  if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(errno_text("shutdown", errno));
 }
 
 Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
@@ -136,7 +127,7 @@ Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
     for (auto& fd : fds) fd.revents = 0;
     return {};
   }
-  return make_error(exit_code::resources, system_error("control channel: poll"));
+  return errno_error(exit_code::resources, "control channel: poll", errno);
 }
 
 short revents_of(const std::vector<pollfd>& fds, int fd) {
@@ -177,7 +168,7 @@ std::optional<std::pair<Socket, std::string>> accept_one(int listener) {
   if (fd < 0) {
     // EAGAIN: none left. A connection that died in the backlog or a lack of descriptors is
     // logged and skipped: the listener stays, and the peer retries.
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log::debug("control channel: {}", system_error("accept"));
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log::debug("control channel: {}", errno_text("accept", errno));
     return std::nullopt;
   }
   return std::pair{Socket(fd), address_text(address)};
@@ -200,9 +191,9 @@ Result<Socket> start_connect(const std::string& host, int port) {
     return make_error(protocol_violation, "'" + host + "' is not a numeric address");
   }
   Socket socket(::socket(address.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket) return make_error(protocol_violation, system_error("socket"));
+  if (!socket) return errno_error(protocol_violation, "socket", errno);
   if (::connect(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 && errno != EINPROGRESS) {
-    return make_error(protocol_violation, system_error("connect"));
+    return errno_error(protocol_violation, "connect", errno);
   }
   return socket;
 }
@@ -210,7 +201,7 @@ Result<Socket> start_connect(const std::string& host, int port) {
 Result<void> connect_outcome(int fd) {
   int error = 0;
   socklen_t size = sizeof error;
-  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return make_error(protocol_violation, system_error("getsockopt"));
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return errno_error(protocol_violation, "getsockopt", errno);
   if (error != 0) return make_error(protocol_violation, std::string("connect: ") + std::strerror(error));
   return {};
 }

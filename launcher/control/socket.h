@@ -14,34 +14,24 @@
 
 #include "control/protocol/messages.h"
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 
 // A refused or finished peer gets this long to read our last message before the close.
 inline constexpr std::chrono::seconds linger{1};
 
-// "what: strerror(errno)".
-std::string system_error(const std::string& what);
-
+// A socket's descriptor, owned: closed with it.
 class Socket {
  public:
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  Socket& operator=(Socket&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~Socket() { reset(); }
-  int fd() const { return fd_; }
-  explicit operator bool() const { return fd_ >= 0; }
-  void reset();
+  int fd() const { return fd_.get(); }
+  explicit operator bool() const { return static_cast<bool>(fd_); }
+  void reset() { fd_.reset(); }
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 // One connection: lines in through a bounded FrameReader, messages out through a queue that is

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <expected>
 
+#include "base/text.h"
+
 namespace tfboot {
 
 LookupResult lookup_success(std::vector<std::string> addresses) {
@@ -83,15 +85,12 @@ std::expected<DnsServer, std::string> parse_dns_server(std::string_view entry) {
 // c-ares' own parser is not used: it takes a port modulo 65536 (65589 is 53) without a word.
 Result<std::vector<DnsServer>> parse_dns_servers(std::string_view list, std::string_view source) {
   std::vector<DnsServer> servers;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = list.find(',', start);
-    auto server = parse_dns_server(list.substr(start, comma == std::string_view::npos ? comma : comma - start));
+  for (std::string_view item : split(list, ',')) {
+    auto server = parse_dns_server(item);
     if (!server) return usage_error(std::string(source) + " '" + std::string(list) + "': " + server.error());
     servers.push_back(std::move(*server));
-    if (comma == std::string_view::npos) return servers;
-    start = comma + 1;
   }
+  return servers;
 }
 
 namespace {
@@ -191,12 +190,7 @@ std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, st
   };
   const std::string wanted = lower(name);
   std::vector<std::string> v4, v6;
-  std::size_t start = 0;
-  while (start < hosts_text.size()) {
-    std::size_t end = hosts_text.find('\n', start);
-    if (end == std::string_view::npos) end = hosts_text.size();
-    std::string_view line = hosts_text.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : lines(hosts_text)) {
     line = line.substr(0, line.find('#'));
     std::vector<std::string_view> fields;
     for (std::size_t at = 0; at < line.size();) {

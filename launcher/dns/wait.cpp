@@ -10,18 +10,8 @@
 namespace tfboot {
 
 using namespace std::chrono_literals;
-using TimePoint = std::chrono::steady_clock::time_point;
 
-std::chrono::milliseconds RetrySchedule::delay_after(int failed_tries) {
-  auto delay = policy_.first_retry;
-  for (int i = 1; i < failed_tries && delay < policy_.max_retry; ++i) delay *= 2;
-  delay = std::min(delay, policy_.max_retry);
-  auto half = delay.count() / 2;
-  std::uniform_int_distribution<long long> jitter(0, half);
-  return std::chrono::milliseconds(delay.count() - half + jitter(random_));
-}
-
-bool QueryBudget::try_take(TimePoint now) {
+bool QueryBudget::try_take(Instant now) {
   double elapsed = std::chrono::duration<double>(now - last_).count();
   tokens_ = std::min(rate_, tokens_ + elapsed * rate_);
   last_ = now;
@@ -30,7 +20,7 @@ bool QueryBudget::try_take(TimePoint now) {
   return true;
 }
 
-std::chrono::milliseconds QueryBudget::time_until_next(TimePoint now) const {
+std::chrono::milliseconds QueryBudget::time_until_next(Instant now) const {
   double elapsed = std::chrono::duration<double>(now - last_).count();
   double tokens = std::min(rate_, tokens_ + elapsed * rate_);
   if (tokens >= 1.0) return 0ms;
@@ -69,7 +59,7 @@ class NameWait {
   NameWait(Resolver& resolver, const std::vector<std::string>& names, const WaitPolicy& policy, const Clock& clock,
            std::uint64_t seed)
       : resolver_(resolver), names_(names), policy_(policy), clock_(clock), start_(clock()),
-        deadline_(start_ + policy.deadline), schedule_(policy, seed), budget_(policy.retries_per_second, start_),
+        deadline_(start_ + policy.deadline), schedule_(policy.first_retry, policy.max_retry, seed), budget_(policy.retries_per_second, start_),
         window_(policy.max_in_flight), next_progress_(start_ + policy.progress_every) {
     // Shown without the trailing dot of a fully qualified lookup, as TF_CONFIG shows it.
     for (const auto& name : names) {
@@ -81,7 +71,7 @@ class NameWait {
   WaitOutcome run() {
     const int total = static_cast<int>(names_.size());
     while (resolved_ < total) {
-      const TimePoint now = clock_();
+      const Instant now = clock_();
       if (now >= deadline_) break;
       start_due_lookups(now);
       log_progress_when_due(now);
@@ -94,9 +84,9 @@ class NameWait {
 
  private:
   // Names due for a lookup, earliest first; the index breaks ties so first tries go in order.
-  using Due = std::pair<TimePoint, std::size_t>;
+  using Due = std::pair<Instant, std::size_t>;
 
-  void start_due_lookups(TimePoint now) {
+  void start_due_lookups(Instant now) {
     while (in_flight_ < window_ && !due_.empty() && due_.top().first <= now) {
       std::size_t i = due_.top().second;
       if (outcome_.names[i].tries > 0 && !budget_.try_take(now)) break;
@@ -110,7 +100,7 @@ class NameWait {
   void on_answer(std::size_t i, LookupResult result) {
     --in_flight_;
     NameStatus& status = outcome_.names[i];
-    const TimePoint finished = clock_();
+    const Instant finished = clock_();
     status.last_status = result.status;
     status.last_reason = result.reason;
     // Lookups allowed in flight: halved on every timeout, grown by one per answer. A server that
@@ -133,17 +123,17 @@ class NameWait {
     due_.emplace(finished + schedule_.delay_after(status.tries), i);
   }
 
-  void log_progress_when_due(TimePoint now) {
+  void log_progress_when_due(Instant now) {
     if (now < next_progress_) return;
     log_progress(outcome_.names, resolved_, std::chrono::duration_cast<std::chrono::milliseconds>(now - start_));
     while (next_progress_ <= now) next_progress_ += policy_.progress_every;
   }
 
   // How long the resolver may sleep: until a retry, the budget, progress or the deadline is due.
-  std::chrono::milliseconds time_until_something_is_due(TimePoint now) {
-    TimePoint wake = std::min(deadline_, next_progress_);
+  std::chrono::milliseconds time_until_something_is_due(Instant now) {
+    Instant wake = std::min(deadline_, next_progress_);
     if (!due_.empty() && in_flight_ < window_) {
-      TimePoint retry_at = due_.top().first;
+      Instant retry_at = due_.top().first;
       if (outcome_.names[due_.top().second].tries > 0) retry_at = std::max(retry_at, now + budget_.time_until_next(now));
       wake = std::min(wake, retry_at);
     }
@@ -154,16 +144,16 @@ class NameWait {
   const std::vector<std::string>& names_;
   const WaitPolicy& policy_;
   const Clock& clock_;
-  const TimePoint start_;
-  const TimePoint deadline_;
+  const Instant start_;
+  const Instant deadline_;
   WaitOutcome outcome_;
-  RetrySchedule schedule_;
+  Backoff schedule_;
   QueryBudget budget_;
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   int in_flight_ = 0;
   int resolved_ = 0;
   int window_;
-  TimePoint next_progress_;
+  Instant next_progress_;
 };
 
 }  // namespace

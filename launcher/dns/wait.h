@@ -5,15 +5,15 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "dns/resolver.h"
 
 namespace tfboot {
 
-using Clock = std::function<std::chrono::steady_clock::time_point()>;
+using Clock = std::function<Instant()>;
 
 struct NameStatus;
 
@@ -22,8 +22,8 @@ struct WaitPolicy {
   // Lookups in flight at once, at most; timeouts shrink the window (see wait_for_names). A lookup
   // is one query, A, plus an AAAA query only for a name that exists without an A record.
   int max_in_flight = 64;
-  // Backoff for a missing name: first retry after about `first_retry`, doubling, never more
-  // than `max_retry`, so a name published late is seen within a second.
+  // Backoff (base/clock.h) for a missing name: first retry after about `first_retry`, doubling,
+  // never more than `max_retry`, so a name published late is seen within a second.
   std::chrono::milliseconds first_retry{100};
   std::chrono::milliseconds max_retry{1000};
   // Retries (not first tries) per second, so thousands of waiting pods do not flood the cluster DNS.
@@ -33,28 +33,17 @@ struct WaitPolicy {
   std::function<void(std::size_t, const NameStatus&)> on_failure;
 };
 
-// Exponential backoff with "equal jitter": half the delay fixed, half random.
-class RetrySchedule {
- public:
-  RetrySchedule(const WaitPolicy& policy, std::uint64_t seed) : policy_(policy), random_(seed) {}
-  std::chrono::milliseconds delay_after(int failed_tries);
-
- private:
-  WaitPolicy policy_;
-  std::mt19937_64 random_;
-};
-
 // A token bucket: `rate` tokens a second, holding at most one second's worth.
 class QueryBudget {
  public:
-  QueryBudget(double rate, std::chrono::steady_clock::time_point now) : rate_(rate), tokens_(rate), last_(now) {}
-  bool try_take(std::chrono::steady_clock::time_point now);
-  std::chrono::milliseconds time_until_next(std::chrono::steady_clock::time_point now) const;
+  QueryBudget(double rate, Instant now) : rate_(rate), tokens_(rate), last_(now) {}
+  bool try_take(Instant now);
+  std::chrono::milliseconds time_until_next(Instant now) const;
 
  private:
   double rate_;
   double tokens_;
-  std::chrono::steady_clock::time_point last_;
+  Instant last_;
 };
 
 struct NameStatus {

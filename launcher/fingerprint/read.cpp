@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/digest.h"
+#include "base/text.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 namespace {
@@ -29,17 +31,6 @@ constexpr std::string_view default_path = "/usr/local/sbin:/usr/local/bin:/usr/s
 // TensorFlow's own distributions; tensorflow-io, tensorflow-estimator and friends are not it.
 constexpr std::string_view tensorflow_names[] = {"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
                                                  "tensorflow-rocm", "tensorflow-aarch64", "tensorflow-cpu-aws", "tensorflow-macos"};
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = std::min(text.find(separator, start), text.size());
-    if (end > start) parts.emplace_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return parts;
-}
 
 std::string env_value(const Environment& env, const std::string& name) {
   auto it = env.find(name);
@@ -57,18 +48,17 @@ class Tree {
     // read(2), not an ifstream: iostreams would bring libstdc++'s locales into the static binary.
     std::error_code error;
     if (!fs::is_regular_file(real(logical), error)) return std::nullopt;
-    int fd = ::open(real(logical).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return std::nullopt;
+    UniqueFd fd(::open(real(logical).c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+    if (!fd) return std::nullopt;
     std::string content(limit, '\0');
     std::size_t size = 0;
     while (size < limit) {
-      ssize_t got = ::read(fd, content.data() + size, limit - size);
+      ssize_t got = ::read(fd.get(), content.data() + size, limit - size);
       if (got < 0 && errno == EINTR) continue;
       if (got <= 0) break;  // a read error keeps what came before it
       size += static_cast<std::size_t>(got);
     }
-    ::close(fd);  // read-only: a failing close loses nothing
-    content.resize(size);
+    content.resize(size);  // fd closes on return: read-only, a failing close loses nothing
     return content;
   }
 
@@ -120,8 +110,8 @@ std::string version_from_name(std::string_view name) {
 }
 
 std::string major_minor(std::string_view version) {
-  auto parts = split(version, '.');
-  return parts.size() >= 2 ? parts[0] + "." + parts[1] : std::string(version);
+  auto parts = split_non_empty(version, '.');
+  return parts.size() >= 2 ? std::string(parts[0]) + "." + std::string(parts[1]) : std::string(version);
 }
 
 struct PythonInstall {
@@ -153,7 +143,8 @@ std::string version_from_prefix(const Tree& tree, const std::string& prefix) {
 PythonInstall venv_install(const Tree& tree, const std::string& venv, const Environment& env) {
   PythonInstall install;
   std::map<std::string, std::string> config;
-  for (const auto& line : split(tree.read_head(venv + "/pyvenv.cfg").value_or(""), '\n')) {
+  const std::string venv_config = tree.read_head(venv + "/pyvenv.cfg").value_or("");
+  for (std::string_view line : split_non_empty(venv_config, '\n')) {
     auto equals = line.find('=');
     if (equals != std::string::npos) config[clean_fingerprint_value(line.substr(0, equals))] = clean_fingerprint_value(line.substr(equals + 1));
   }
@@ -185,7 +176,8 @@ PythonInstall system_install(const Tree& tree, const std::string& executable, co
 // `python` on PATH as the default command finds it; `python3` when there is no `python`.
 PythonInstall find_python(const Tree& tree, const Environment& env) {
   std::string path = env_value(env, "PATH");
-  auto dirs = split(path.empty() ? default_path : path, ':');
+  const auto parts = split_non_empty(path.empty() ? default_path : path, ':');
+  const std::vector<std::string> dirs(parts.begin(), parts.end());
   for (const char* program : {"/python", "/python3"}) {
     for (const auto& dir : dirs) {
       if (!tree.exists(tree.resolve(dir + program))) continue;  // a symlink is judged by its target in the tree
@@ -220,7 +212,7 @@ std::optional<DistributionName> split_distribution(std::string_view entry) {
 }
 
 std::string metadata_header(const std::string& metadata, std::string_view key) {
-  for (const auto& line : split(metadata, '\n')) {
+  for (std::string_view line : split_non_empty(metadata, '\n')) {
     if (line.size() <= 1 || line == "\r") break;  // headers end at the first blank line
     if (line.starts_with(key) && line.size() > key.size() && line[key.size()] == ':') return clean_fingerprint_value(line.substr(key.size() + 1));
   }
@@ -283,7 +275,9 @@ std::string cuda_version(const Tree& tree, const std::vector<std::string>& searc
 // "libcudnn.so.8.9.7": the real file behind the libcudnn.so.8 symlink names the full version.
 std::string library_version(const Tree& tree, const Environment& env, const std::string& library,
                             const std::vector<std::string>& search_dirs, std::string_view distribution) {
-  std::vector<std::string> dirs = split(env_value(env, "LD_LIBRARY_PATH"), ':');
+  const std::string library_path = env_value(env, "LD_LIBRARY_PATH");
+  const auto parts = split_non_empty(library_path, ':');
+  std::vector<std::string> dirs(parts.begin(), parts.end());
   dirs.insert(dirs.end(), std::begin(library_dirs), std::end(library_dirs));
   const std::string stem = library + ".so.";
   for (const auto& dir : dirs) {
@@ -303,7 +297,7 @@ std::string library_version(const Tree& tree, const Environment& env, const std:
 std::string driver_version(const Tree& tree) {
   std::string text = tree.read_head("/proc/driver/nvidia/version", 4096).value_or("");
   std::string first_line = text.substr(0, text.find('\n'));
-  for (const auto& word : split(first_line, ' ')) {
+  for (std::string_view word : split_non_empty(first_line, ' ')) {
     bool version = std::isdigit(static_cast<unsigned char>(word[0])) && word.find('.') != std::string::npos &&
                    std::all_of(word.begin(), word.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
     if (version) return clean_fingerprint_value(word);
@@ -316,7 +310,7 @@ void read_gpus(const Tree& tree, Fingerprint& fingerprint) {
   int count = 0;
   for (const auto& gpu : tree.list("/proc/driver/nvidia/gpus")) {
     std::string information = tree.read_head("/proc/driver/nvidia/gpus/" + gpu + "/information", 4096).value_or("");
-    for (const auto& line : split(information, '\n')) {
+    for (std::string_view line : split_non_empty(information, '\n')) {
       if (!line.starts_with("Model:")) continue;
       models.insert(clean_fingerprint_value(line.substr(6)));
       ++count;
@@ -342,7 +336,9 @@ std::string visible_devices(const Environment& env) {
 Fingerprint read_fingerprint(const Environment& env, const std::string& root) {
   const Tree tree(root);
   PythonInstall python = find_python(tree, env);
-  std::vector<std::string> search_dirs = split(env_value(env, "PYTHONPATH"), ':');
+  const std::string python_path = env_value(env, "PYTHONPATH");
+  const auto parts = split_non_empty(python_path, ':');
+  std::vector<std::string> search_dirs(parts.begin(), parts.end());
   search_dirs.insert(search_dirs.end(), python.site_dirs.begin(), python.site_dirs.end());
 
   Fingerprint fingerprint;

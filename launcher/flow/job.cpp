@@ -56,19 +56,19 @@ Result<std::vector<MemberInfo>> verify_member_names(const Options& options, cons
                                                     const std::vector<PeerAddress>& peers,
                                                     const std::vector<MemberInfo>& members, Instant deadline) {
   if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
-  deadline = std::min(deadline, std::chrono::steady_clock::now() + options.wait);
+  deadline = std::min(deadline, SteadyClock::now() + options.wait);
   auto dns = resolve_peer_names(options, peers, facts, deadline);
   if (!dns) return std::unexpected(dns.error());
   auto check = check_member_names(members, dns->names);
-  const Instant give_up = std::min(deadline, std::chrono::steady_clock::now() + stale_record_window);
+  const Instant give_up = std::min(deadline, SteadyClock::now() + stale_record_window);
   if (!check.mismatched.empty()) {
-    log::warn("start barrier: {}; asking again for up to {}s", check.problems,
-              std::chrono::ceil<std::chrono::seconds>(give_up - std::chrono::steady_clock::now()).count());
+    log::warn("start barrier: {}; asking again for up to {}", check.problems,
+              seconds_text(std::chrono::ceil<std::chrono::seconds>(give_up - SteadyClock::now())));
   }
-  while (!check.mismatched.empty() && std::chrono::steady_clock::now() + 1s < give_up) {
+  while (!check.mismatched.empty() && SteadyClock::now() + 1s < give_up) {
     std::this_thread::sleep_for(1s);
     for (std::size_t i : check.mismatched) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - SteadyClock::now());
       if (left.count() <= 0) break;
       auto again = resolve_once(options, facts, peers[i], std::min<std::chrono::milliseconds>(left, 2s));
       dns->names[i].resolved = again.has_value();
@@ -128,8 +128,8 @@ class LinkJobView final : public JobView {
  public:
   explicit LinkJobView(JobLink& link) : link_(link) {}
   void add_poll_fds(std::vector<pollfd>& fds) const override { link_.add_poll_fds(fds); }
-  std::chrono::steady_clock::time_point next_wakeup() const override { return link_.next_wakeup(); }
-  std::optional<JobOutcome> process(const std::vector<pollfd>& fds, std::chrono::steady_clock::time_point now) override {
+  Instant next_wakeup() const override { return link_.next_wakeup(); }
+  std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) override {
     for (const JobEvent& event : link_.process(fds, now)) {
       if (event.kind == JobEventKind::job_done) return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
       return JobOutcome{exit_code::job_stopped, "stopping: " + event.message};

@@ -12,7 +12,7 @@
 #include "cli/options.h"
 #include "flow/peer_dns.h"
 #include "plan/plan.h"
-#include "process/process.h"
+#include "process/init.h"
 
 namespace tfboot {
 

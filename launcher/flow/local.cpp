@@ -10,9 +10,11 @@
 #include <cstring>
 
 #include "process/child_set.h"
+#include "process/stop_schedule.h"
 #include "plan/cluster.h"
 #include "plan/identity.h"
 #include "base/log.h"
+#include "base/unique_fd.h"
 #include "task/task_files.h"
 #include "plan/tf_config.h"
 #include "version.h"
@@ -21,11 +23,6 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
-using SteadyClock = std::chrono::steady_clock;
-
-// Once the coordinator's command has succeeded the others get this long to end by themselves
-// (the workers of a MultiWorkerMirroredStrategy job finish the same step) before SIGTERM.
-constexpr auto finish_window = 5s;
 
 struct LocalTask {
   TaskType type;
@@ -37,13 +34,11 @@ struct LocalTask {
 
 // Free ports on 127.0.0.1: every socket stays bound until all are chosen so no two tasks share one.
 Result<std::vector<int>> choose_free_ports(std::size_t count) {
-  std::vector<int> sockets, ports;
-  auto close_all = [&] {
-    for (int fd : sockets) ::close(fd);
-  };
+  std::vector<UniqueFd> sockets;
+  std::vector<int> ports;
   for (std::size_t i = 0; i < count; ++i) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) sockets.push_back(fd);
+    if (fd >= 0) sockets.emplace_back(fd);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -51,13 +46,11 @@ Result<std::vector<int>> choose_free_ports(std::size_t count) {
     if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
       int saved = errno;
-      close_all();
-      return make_error(exit_code::resources, std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(saved));
+      return errno_error(exit_code::resources, "cannot find a free port on 127.0.0.1", saved);
     }
     ports.push_back(ntohs(address.sin_port));
   }
-  close_all();
-  return ports;
+  return ports;  // the sockets close here, every port chosen
 }
 
 Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterSpec& spec, const std::string& log_root) {
@@ -97,15 +90,12 @@ struct LocalJob {
   ChildSet& children;
   const std::vector<LocalTask>& tasks;
   std::size_t coordinator;
-  std::chrono::milliseconds stop_grace;
+  StopSchedule stop;
   std::optional<int> result;
-  // time_point::max(): not planned.
-  SteadyClock::time_point term_at = SteadyClock::time_point::max(), kill_at = SteadyClock::time_point::max();
 
   void stop_now() {
     children.signal_running(SIGTERM);
-    kill_at = std::min(kill_at, SteadyClock::now() + stop_grace);
-    term_at = SteadyClock::time_point::max();
+    stop.terminated(SteadyClock::now());
   }
   void on_signal(int signal_number) {
     if (signal_number != SIGTERM && signal_number != SIGINT && signal_number != SIGHUP) {
@@ -125,29 +115,27 @@ struct LocalJob {
       stop_now();
     } else if (child == coordinator && children.any_running()) {
       result = exit_code::ok;
-      log::info("{}is done, and so is the job: the other tasks end within {}s", tasks[child].label(),
-                std::chrono::duration_cast<std::chrono::seconds>(finish_window).count());
-      term_at = SteadyClock::now() + finish_window;
+      log::info("{}is done, and so is the job: the other tasks end within {}", tasks[child].label(),
+                seconds_text(finish_window));
+      stop.terminate_at(SteadyClock::now() + finish_window);
     }
   }
   void on_time() {
-    auto now = SteadyClock::now();
-    if (now >= term_at) stop_now();
-    if (now >= kill_at) {
-      children.signal_running(SIGKILL);
-      kill_at = SteadyClock::time_point::max();
+    const Instant now = SteadyClock::now();
+    for (auto step = stop.due(now); step != StopSchedule::Step::none; step = stop.due(now)) {
+      children.signal_running(step == StopSchedule::Step::terminate ? SIGTERM : SIGKILL);
     }
   }
 };
 
 int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace) {
   // chief:0, else worker:0: the first task in TF_CONFIG order.
-  LocalJob job{children, tasks, 0, stop_grace};
+  LocalJob job{children, tasks, 0, StopSchedule(stop_grace)};
   std::vector<pollfd> none;
   // Until every task's end has been handled, not just reaped: tasks that end together are
   // reaped in one wake-up, and each one's status still counts (a failure among them decides).
   while (children.any_running() || children.has_pending_events()) {
-    ChildSet::Event event = children.wait(std::min(job.term_at, job.kill_at), none);
+    ChildSet::Event event = children.wait(job.stop.next(), none);
     if (event.kind == ChildSet::Event::Kind::signal) job.on_signal(event.signal_number);
     if (event.kind == ChildSet::Event::Kind::exited) job.on_exit(event.child, event.exit_code);
     job.on_time();

@@ -32,11 +32,6 @@ ResolverSettings resolver_settings(const Options& options, const HostFacts& fact
   return settings;
 }
 
-std::string seconds_text(std::chrono::milliseconds duration) {
-  return duration.count() % 1000 == 0 ? std::to_string(duration.count() / 1000) + "s"
-                                      : std::to_string(duration.count()) + "ms";
-}
-
 std::string missing_names(const std::vector<NameStatus>& names, int& count) {
   std::string missing;
   count = 0;

@@ -27,12 +27,12 @@ struct DnsResult {
 // addresses in the order of `peers`. `watched`: the position of the coordinator's name, whose
 // NXDOMAIN answers are checked for coming from a cache (said in the log).
 Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
-                                     std::chrono::steady_clock::time_point deadline,
+                                     Instant deadline,
                                      std::optional<std::size_t> watched = std::nullopt);
 
 // resolve_peer_names, plus a warning when the own name (if among `peers`) points at another host.
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, std::chrono::steady_clock::time_point deadline,
+                                 const HostFacts& facts, Instant deadline,
                                  std::optional<std::size_t> watched = std::nullopt);
 
 // One lookup of `peer`'s name, for at most `at_most`: its addresses, or the error as text
@@ -43,6 +43,6 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Host
 // Docker's embedded DNS answers the PTR of a container's IP with "<project>-<service>-<N>.<network>".
 // Retried until `deadline`, since the record may lag the container's start.
 Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts,
-                                  std::chrono::steady_clock::time_point deadline);
+                                  Instant deadline);
 
 }  // namespace tfboot

@@ -19,7 +19,9 @@
 #include "cli/options.h"
 #include "flow/peer_dns.h"
 #include "plan/plan.h"
-#include "process/process.h"
+#include "process/exec.h"
+#include "process/init.h"
+#include "process/stop_signals.h"
 #include "task/task_files.h"
 #include "version.h"
 

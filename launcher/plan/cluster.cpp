@@ -7,17 +7,6 @@
 namespace tfboot {
 namespace {
 
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) return parts;
-    start = end + 1;
-  }
-}
-
 std::optional<int> parse_port(std::string_view text) {
   auto value = parse_index(text);
   if (!value || *value < 1 || *value > 65535) return std::nullopt;

@@ -19,16 +19,10 @@ std::vector<std::string> words(std::string_view line) {
   return result;
 }
 
+// Each line without its comment.
 template <typename Visit>
 void for_each_line(std::string_view text, Visit visit) {
-  while (!text.empty()) {
-    auto end = text.find('\n');
-    auto line = text.substr(0, end);
-    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    visit(line);
-    if (end == std::string_view::npos) break;
-    text.remove_prefix(end + 1);
-  }
+  for (std::string_view line : lines(text)) visit(line.substr(0, line.find('#')));
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/files.h"
 #include "base/log.h"
-#include "process/process.h"
+#include "process/exec.h"
 
 namespace tfboot {
 namespace {
@@ -32,29 +33,22 @@ sigset_t supervised_signals() {
   return set;
 }
 
-std::unexpected<Error> system_error(const std::string& what, int error_number) {
-  return make_error(exit_code::resources, what + ": " + std::strerror(error_number));
-}
-
-int poll_timeout_ms(SteadyTime until) {
-  if (until == SteadyTime::max()) return -1;
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+int poll_timeout_ms(Instant until) {
+  if (until == Instant::max()) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
   return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 60'000));
 }
 
-// In the forked child, before exec: nothing here may return to the parent's code.
-[[noreturn]] void exec_child(const ChildSpec& spec, int out_fd, int err_fd, bool take_terminal) {
+// In the forked child: only async-signal-safe calls until exec (the command was prepared before
+// fork); nothing here may return to the parent's code.
+[[noreturn]] void exec_child(const PreparedCommand& command, int out_fd, int err_fd, bool take_terminal) {
   ::setpgid(0, 0);
   // Every signal is still blocked, so taking the terminal cannot stop us with SIGTTOU.
   if (take_terminal && ::isatty(STDIN_FILENO)) ::tcsetpgrp(STDIN_FILENO, ::getpgrp());
   if (out_fd >= 0 && (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0)) ::_exit(exit_code::resources);
-  reset_signal_state();
-  auto argv = make_argv(spec.argv);
-  auto envp = make_argv(spec.environment);
-  ::execvpe(argv[0], argv.data(), envp.data());
-  int saved = errno;
-  log::error("{}", exec_failure_message(spec.argv[0], saved));
-  ::_exit(exec_failure_code(saved));
+  Error failed = exec_command(command);
+  log::error("{}", failed.message);
+  ::_exit(failed.code);
 }
 
 }  // namespace
@@ -80,11 +74,13 @@ bool is_own_signal(int signal_number) {
 Result<std::unique_ptr<ChildSet>> ChildSet::create(bool subreaper) {
   std::unique_ptr<ChildSet> set(new ChildSet());
   sigset_t blocked = supervised_signals();
-  if (::sigprocmask(SIG_BLOCK, &blocked, &set->original_mask_) != 0) return system_error("sigprocmask failed", errno);
-  set->signal_fd_ = ::signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (::sigprocmask(SIG_BLOCK, &blocked, &set->original_mask_) != 0) return errno_error(exit_code::resources, "sigprocmask failed", errno);
+  set->signal_fd_.reset(::signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK));
   // From here the destructor restores the mask, whatever fails next.
-  if (set->signal_fd_ < 0) return system_error("signalfd failed", errno);
-  if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) return system_error("prctl(PR_SET_CHILD_SUBREAPER) failed", errno);
+  if (!set->signal_fd_) return errno_error(exit_code::resources, "signalfd failed", errno);
+  if (subreaper && ::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    return errno_error(exit_code::resources, "prctl(PR_SET_CHILD_SUBREAPER) failed", errno);
+  }
   return set;
 }
 
@@ -96,44 +92,44 @@ ChildSet::~ChildSet() {
     while (::waitpid(child.pid, nullptr, 0) < 0 && errno == EINTR) {
     }
   }
-  for (Child& child : children_) {
-    for (OutputStream* stream : {&child.out, &child.err}) {
-      if (stream->fd >= 0) ::close(stream->fd);
-    }
-  }
-  if (signal_fd_ >= 0) ::close(signal_fd_);
+  // The pipes and the signalfd close with their members.
   ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
 }
 
 Result<std::size_t> ChildSet::start(const ChildSpec& spec) {
-  int out[2] = {-1, -1}, err[2] = {-1, -1};
-  auto close_pipes = [&] {
-    for (int fd : {out[0], out[1], err[0], err[1]}) {
-      if (fd >= 0) ::close(fd);
-    }
-  };
+  // Read ends for us, write ends for the child (dup2'd there onto its stdout and stderr).
+  UniqueFd out_read, out_write, err_read, err_write;
   bool capture = !spec.output_label.empty();
-  if (capture && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
-    int saved = errno;
-    close_pipes();
-    return system_error("cannot create pipes for " + spec.output_label + "output", saved);
+  if (capture) {
+    int out[2], err[2];
+    bool made = ::pipe2(out, O_CLOEXEC) == 0;
+    if (made) {
+      out_read.reset(out[0]);
+      out_write.reset(out[1]);
+      made = ::pipe2(err, O_CLOEXEC) == 0;
+    }
+    if (!made) {
+      int saved = errno;
+      return errno_error(exit_code::resources, "cannot create pipes for " + spec.output_label + "output", saved);
+    }
+    err_read.reset(err[0]);
+    err_write.reset(err[1]);
   }
+  const PreparedCommand command(spec.argv, spec.environment);
   pid_t pid = ::fork();
   if (pid < 0) {
     int saved = errno;
-    close_pipes();
-    return system_error("cannot start '" + spec.argv.front() + "': fork failed", saved);
+    return errno_error(exit_code::resources, "cannot start '" + spec.argv.front() + "': fork failed", saved);
   }
-  if (pid == 0) exec_child(spec, out[1], err[1], !capture);
+  if (pid == 0) exec_child(command, out_write.get(), err_write.get(), !capture);
   // Also set here: whichever of parent and child runs first, the group exists before we signal it.
   ::setpgid(pid, pid);
+  // Our copies of the write ends close now, so that the child's exit is the pipes' end.
+  out_write.reset();
+  err_write.reset();
   Child child{.pid = pid, .label = spec.output_label};
-  if (capture) {
-    ::close(out[1]);
-    ::close(err[1]);
-    child.out = {out[0], STDOUT_FILENO, {}};
-    child.err = {err[0], STDERR_FILENO, {}};
-  }
+  child.out = {std::move(out_read), STDOUT_FILENO, {}};
+  child.err = {std::move(err_read), STDERR_FILENO, {}};
   children_.push_back(std::move(child));
   log::debug("started {} as pid {}", spec.argv.front(), pid);
   return children_.size() - 1;
@@ -169,7 +165,7 @@ void ChildSet::reap() {
 void ChildSet::read_signals() {
   signalfd_siginfo info{};
   while (true) {
-    ssize_t n = ::read(signal_fd_, &info, sizeof info);
+    ssize_t n = ::read(signal_fd_.get(), &info, sizeof info);
     if (n != static_cast<ssize_t>(sizeof info)) return;  // EAGAIN: all read
     int number = static_cast<int>(info.ssi_signo);
     if (number == SIGCHLD) continue;  // reap() runs after every wake-up anyway
@@ -181,13 +177,12 @@ void ChildSet::read_signals() {
 // scanned, and a partial line is bounded.
 void ChildSet::copy_output(OutputStream& stream, const std::string& label) {
   char buffer[16384];
-  ssize_t n = ::read(stream.fd, buffer, sizeof buffer);
+  ssize_t n = ::read(stream.fd.get(), buffer, sizeof buffer);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     if (!stream.partial.empty()) write_all(stream.target, label + stream.partial + "\n");
     stream.partial.clear();
-    ::close(stream.fd);
-    stream.fd = -1;
+    stream.fd.reset();
     return;
   }
   std::string lines;
@@ -210,7 +205,7 @@ void ChildSet::copy_output(OutputStream& stream, const std::string& label) {
 void ChildSet::add_output_fds(std::vector<pollfd>& fds) const {
   for (const Child& child : children_) {
     for (const OutputStream* stream : {&child.out, &child.err}) {
-      if (stream->fd >= 0) fds.push_back({stream->fd, POLLIN, 0});
+      if (stream->fd) fds.push_back({stream->fd.get(), POLLIN, 0});
     }
   }
 }
@@ -220,17 +215,17 @@ void ChildSet::handle_output(const std::vector<pollfd>& fds) {
     if (!(entry.revents & (POLLIN | POLLHUP | POLLERR))) continue;
     for (Child& child : children_) {
       for (OutputStream* stream : {&child.out, &child.err}) {
-        if (stream->fd == entry.fd) copy_output(*stream, child.label);
+        if (stream->fd.get() == entry.fd) copy_output(*stream, child.label);
       }
     }
   }
 }
 
-ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
+ChildSet::Event ChildSet::wait(Instant until, std::vector<pollfd>& extra) {
   for (pollfd& entry : extra) entry.revents = 0;
   while (pending_.empty()) {
     std::vector<pollfd> fds = extra;
-    fds.push_back({signal_fd_, POLLIN, 0});
+    fds.push_back({signal_fd_.get(), POLLIN, 0});
     add_output_fds(fds);
     int ready = ::poll(fds.data(), fds.size(), poll_timeout_ms(until));
     if (ready < 0 && errno != EINTR && errno != EAGAIN) {
@@ -248,7 +243,7 @@ ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
       extra_ready = extra_ready || extra[i].revents != 0;
     }
     if (pending_.empty() && extra_ready) return Event{.kind = Event::Kind::ready};
-    if (pending_.empty() && std::chrono::steady_clock::now() >= until) return Event{.kind = Event::Kind::timeout};
+    if (pending_.empty() && SteadyClock::now() >= until) return Event{.kind = Event::Kind::timeout};
   }
   Event next = pending_.front();
   pending_.pop_front();
@@ -256,8 +251,8 @@ ChildSet::Event ChildSet::wait(SteadyTime until, std::vector<pollfd>& extra) {
 }
 
 void ChildSet::drain_output(std::chrono::milliseconds at_most) {
-  SteadyTime until = std::chrono::steady_clock::now() + at_most;
-  while (std::chrono::steady_clock::now() < until) {
+  Instant until = SteadyClock::now() + at_most;
+  while (SteadyClock::now() < until) {
     std::vector<pollfd> fds;
     add_output_fds(fds);
     if (fds.empty()) return;
@@ -267,11 +262,11 @@ void ChildSet::drain_output(std::chrono::milliseconds at_most) {
   }
 }
 
-bool ChildSet::wait_for_group_to_end(std::size_t child, SteadyTime until) {
+bool ChildSet::wait_for_group_to_end(std::size_t child, Instant until) {
   while (true) {
     reap();
     if (::kill(-children_[child].pid, 0) != 0 && errno == ESRCH) return true;
-    if (std::chrono::steady_clock::now() >= until) return false;
+    if (SteadyClock::now() >= until) return false;
     ::usleep(20'000);
   }
 }

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
-
-using SteadyTime = std::chrono::steady_clock::time_point;
 
 struct ChildSpec {
   std::vector<std::string> argv;
@@ -69,16 +69,16 @@ class ChildSet {
 
   // The next event: a signal for us, a child that ended, one of `extra` ready (its revents set),
   // or `until` passed. Captured output is copied meanwhile; orphans are reaped silently.
-  Event wait(SteadyTime until, std::vector<pollfd>& extra);
+  Event wait(Instant until, std::vector<pollfd>& extra);
   // Copies what is still in the pipes of ended children, for at most `at_most` (a daemon the
   // child left behind may hold a pipe open for ever).
   void drain_output(std::chrono::milliseconds at_most);
   // Until nothing is left in the ended child's process group (reaping as we go) or `until`.
-  bool wait_for_group_to_end(std::size_t child, SteadyTime until);
+  bool wait_for_group_to_end(std::size_t child, Instant until);
 
  private:
   struct OutputStream {
-    int fd = -1;
+    UniqueFd fd;
     int target = -1;  // our stdout or stderr
     std::string partial;
   };
@@ -98,7 +98,7 @@ class ChildSet {
 
   std::vector<Child> children_;
   std::deque<Event> pending_;
-  int signal_fd_ = -1;
+  UniqueFd signal_fd_;
   sigset_t original_mask_{};
 };
 

@@ -323,7 +323,7 @@ JoinResult stranger_as_worker_1(Job& job, const JobSettings& stranger, const std
   std::this_thread::sleep_for(400ms);  // worker:0 first, so that a copy of it is the second
   auto result = join_job(stranger, fingerprint());
   auto coordinator_result = coordinator.get();
-  const std::string expected = "start barrier incomplete after 2.0s: 2/3 tasks present; missing worker:1 " + coordinator_sees;
+  const std::string expected = "start barrier incomplete after 2s: 2/3 tasks present; missing worker:1 " + coordinator_sees;
   INFO(error_of(coordinator_result));
   // `coordinator_sees` without its closing parenthesis is a prefix (it ends with a port).
   CHECK((coordinator_sees.ends_with(")") ? error_of(coordinator_result) == expected : error_of(coordinator_result).starts_with(expected)));

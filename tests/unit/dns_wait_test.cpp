@@ -201,17 +201,6 @@ TEST_CASE("dns_wait::wait_for_names") {
   }
 }
 
-TEST_CASE("dns_wait::RetrySchedule") {
-  WaitPolicy policy;
-  RetrySchedule schedule(policy, 7);
-  for (int tries = 1; tries < 30; ++tries) {
-    auto delay = schedule.delay_after(tries);
-    std::chrono::milliseconds full = std::min<std::chrono::milliseconds>(policy.first_retry * (1LL << std::min(tries - 1, 20)), policy.max_retry);
-    CHECK(delay >= full / 2);
-    CHECK(delay <= full);
-  }
-}
-
 TEST_CASE("dns_wait::QueryBudget") {
   TimePoint t{std::chrono::seconds(5)};
   QueryBudget budget(10, t);

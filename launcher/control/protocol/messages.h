@@ -18,12 +18,11 @@
 #include <vector>
 
 #include "plan/cluster.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "fingerprint/fingerprint.h"
 
 namespace tfboot {
-
-using Instant = std::chrono::steady_clock::time_point;
 
 struct JobMember {
   TaskType type = TaskType::worker;

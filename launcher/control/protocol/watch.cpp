@@ -52,8 +52,7 @@ JobDecision JobMonitor::on_tick(Instant now) {
   for (auto& [task, state] : tasks_) {
     if (state.gone || state.exited || !state.supervised || now - state.last_heard <= silent_after_) continue;
     state.gone = true;
-    auto seconds = std::chrono::duration<double>(now - state.last_heard).count();
-    auto decision = fail(task, -1, task.text() + " was lost: silent for " + std::to_string(static_cast<int>(seconds)) + "s");
+    auto decision = fail(task, -1, task.text() + " was lost: silent for " + seconds_text(now - state.last_heard));
     if (!decision.events.empty()) return decision;
   }
   return {};
@@ -99,9 +98,8 @@ std::optional<JobEvent> CoordinatorWatch::on_closed(const std::string& why) {
 
 std::optional<JobEvent> CoordinatorWatch::on_tick(Instant now) {
   if (now - last_heard_ <= silent_after_) return std::nullopt;
-  auto seconds = static_cast<int>(std::chrono::duration<double>(now - last_heard_).count());
   return decide({JobEventKind::coordinator_lost, coordinator_.text(), -1,
-                 "the coordinator " + coordinator_.text() + " was lost: silent for " + std::to_string(seconds) + "s"});
+                 "the coordinator " + coordinator_.text() + " was lost: silent for " + seconds_text(now - last_heard_)});
 }
 
 Instant CoordinatorWatch::next_deadline() const { return decided_ || !active_ ? Instant::max() : last_heard_ + silent_after_; }

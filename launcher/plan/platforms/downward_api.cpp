@@ -3,6 +3,8 @@
 
 #include <charconv>
 
+#include "base/text.h"
+
 namespace tfboot {
 namespace {
 
@@ -77,12 +79,7 @@ std::optional<std::string> unquote_go_string(std::string_view quoted) {
 }
 
 Result<std::optional<std::string>> downward_api_value(std::string_view text, std::string_view key, std::string_view path) {
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
+  for (std::string_view line : lines(text)) {
     if (!line.starts_with(key) || line.substr(key.size(), 1) != "=") continue;
     auto value = unquote_go_string(line.substr(key.size() + 1));
     if (!value) {

@@ -6,6 +6,8 @@
 #include <optional>
 #include <string_view>
 
+#include "base/text.h"
+
 namespace tfboot {
 namespace {
 
@@ -32,10 +34,7 @@ std::string zero_padded(unsigned long number, std::size_t width) {
 // its first number, as Slurm writes them.
 Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const Setting& setting) {
   std::vector<std::string> numbers;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = inside.find(',', start);
-    std::string_view range = inside.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+  for (std::string_view range : split(inside, ',')) {
     std::size_t dash = range.find('-');
     std::string_view first_text = range.substr(0, dash);
     std::string_view last_text = dash == std::string_view::npos ? first_text : range.substr(dash + 1);
@@ -48,9 +47,8 @@ Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const 
     if (*last < *first) return usage_error(quoted(setting) + ": range '" + std::string(range) + "' runs backwards");
     if (*last - *first >= max_slurm_hosts - numbers.size()) return too_many(setting, "hosts");
     for (unsigned long number = *first; number <= *last; ++number) numbers.push_back(zero_padded(number, first_text.size()));
-    if (comma == std::string_view::npos) return numbers;
-    start = comma + 1;
   }
+  return numbers;
 }
 
 // Appends one name's hosts: its brackets expanded, the first bracket varying slowest.
@@ -115,11 +113,7 @@ Result<std::vector<std::string>> expand_hostlist(const Setting& setting) {
 
 Result<std::vector<int>> expand_tasks_per_node(const Setting& setting) {
   std::vector<int> counts;
-  const std::string_view text = setting.value;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+  for (std::string_view item : split(setting.value, ',')) {
     std::size_t open = item.find('(');
     auto count = parse_number(item.substr(0, open));
     std::optional<unsigned long> repeat = 1;
@@ -132,9 +126,8 @@ Result<std::vector<int>> expand_tasks_per_node(const Setting& setting) {
     }
     if (*repeat > max_slurm_hosts - counts.size()) return too_many(setting, "nodes");
     counts.insert(counts.end(), *repeat, static_cast<int>(*count));
-    if (comma == std::string_view::npos) return counts;
-    start = comma + 1;
   }
+  return counts;
 }
 
 }  // namespace tfboot

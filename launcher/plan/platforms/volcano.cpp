@@ -26,14 +26,10 @@ struct HostList {
 
 std::vector<std::string> split_trimmed(std::string_view text, char separator) {
   std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = std::min(text.find(separator, start), text.size());
-    std::string_view part = text.substr(start, end - start);
+  for (std::string_view part : split(text, separator)) {
     while (!part.empty() && std::isspace(static_cast<unsigned char>(part.front()))) part.remove_prefix(1);
     while (!part.empty() && std::isspace(static_cast<unsigned char>(part.back()))) part.remove_suffix(1);
     parts.emplace_back(part);
-    start = end + 1;
   }
   return parts;
 }

@@ -15,7 +15,6 @@
 
 namespace tfboot {
 
-
 enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };

@@ -18,8 +18,8 @@
 #include <memory>
 
 #include "base/error.h"
+#include "control/job_settings.h"
 #include "control/link.h"
-#include "control/settings.h"
 #include "fingerprint/fingerprint.h"
 
 namespace tfboot {

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "control/link.h"
-#include "control/settings.h"
-#include "control/socket.h"
 #include "base/log.h"
+#include "control/job_settings.h"
+#include "control/link.h"
+#include "control/socket.h"
 
 namespace tfboot {
 

@@ -11,7 +11,7 @@
 #include <optional>
 #include <vector>
 
-#include "control/settings.h"
+#include "control/job_settings.h"
 #include "control/socket.h"
 
 namespace tfboot {

@@ -12,8 +12,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "plan/cluster.h"
 #include "base/log.h"
+#include "plan/cluster.h"
 
 namespace tfboot {
 namespace {

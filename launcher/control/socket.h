@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "control/protocol/messages.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "control/protocol/messages.h"
 
 namespace tfboot {
 

@@ -16,8 +16,8 @@
 #include <map>
 #include <mutex>
 
-#include "base/text.h"
 #include "base/log.h"
+#include "base/text.h"
 
 namespace tfboot {
 namespace {

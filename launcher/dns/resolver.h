@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "dns/names.h"
 #include "base/error.h"
+#include "dns/names.h"
 
 namespace tfboot {
 

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "control/auth.h"
 #include "fingerprint/fingerprint.h"
-#include "base/log.h"
 #include "flow/member_names.h"
 
 namespace tfboot {

@@ -6,11 +6,11 @@
 #include <memory>
 #include <string>
 
-#include "control/join.h"
 #include "base/error.h"
-#include "plan/host_facts.h"
 #include "cli/options.h"
+#include "control/join.h"
 #include "flow/peer_dns.h"
+#include "plan/host_facts.h"
 #include "plan/plan.h"
 #include "process/init.h"
 

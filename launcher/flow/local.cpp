@@ -9,14 +9,14 @@
 #include <chrono>
 #include <cstring>
 
-#include "process/child_set.h"
-#include "process/stop_schedule.h"
-#include "plan/cluster.h"
-#include "plan/identity.h"
 #include "base/log.h"
 #include "base/unique_fd.h"
-#include "task/task_files.h"
+#include "plan/cluster.h"
+#include "plan/identity.h"
 #include "plan/tf_config.h"
+#include "process/child_set.h"
+#include "process/stop_schedule.h"
+#include "task/task_files.h"
 #include "version.h"
 
 namespace tfboot {

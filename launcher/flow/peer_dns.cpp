@@ -8,14 +8,13 @@
 #include <optional>
 #include <utility>
 
-#include "plan/kubernetes.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "dns/resolver.h"
+#include "plan/kubernetes.h"
 
 namespace tfboot {
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
 
 // The resolver sees /etc/resolv.conf and /etc/hosts only as tfboot read them (host_facts.h).
 ResolverSettings resolver_settings(const Options& options, const HostFacts& facts, bool use_hosts_file) {
@@ -81,7 +80,7 @@ class CachedNegativeWatch {
  private:
   static constexpr auto probe_every = std::chrono::seconds(3);
 
-  void on_probe(SteadyClock::time_point asked, std::optional<std::uint32_t> ttl) {
+  void on_probe(Instant asked, std::optional<std::uint32_t> ttl) {
     probing_ = false;
     if (!ttl) return;
     log::debug("{}: NXDOMAIN with a negative TTL of {}s", shown_, *ttl);
@@ -104,13 +103,13 @@ class CachedNegativeWatch {
   std::string role_;
   bool probing_ = false;
   bool said_ = false;
-  SteadyClock::time_point next_probe_{};
-  std::optional<std::pair<SteadyClock::time_point, std::uint32_t>> last_;
+  Instant next_probe_{};
+  std::optional<std::pair<Instant, std::uint32_t>> last_;
 };
 
 }  // namespace
 
-Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts, SteadyClock::time_point deadline) {
+Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts, Instant deadline) {
   auto candidates = routable_addresses(facts.interface_addresses);
   if (candidates.empty()) return usage_error("--identity-from ptr: this host has no address besides loopback");
   auto resolver = make_cares_resolver(resolver_settings(options, facts, false));
@@ -158,7 +157,7 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Host
 }
 
 Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
-                                     SteadyClock::time_point deadline, std::optional<std::size_t> watched) {
+                                     Instant deadline, std::optional<std::size_t> watched) {
   DnsResult result;
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
   auto resolver = make_cares_resolver(resolver_settings(options, facts, peers.empty() || !peers.front().fully_qualified));
@@ -198,7 +197,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
 }
 
 Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, SteadyClock::time_point deadline, std::optional<std::size_t> watched) {
+                                 const HostFacts& facts, Instant deadline, std::optional<std::size_t> watched) {
   auto result = resolve_peer_names(options, peers, facts, deadline, watched);
   if (result) result->warnings = own_name_warnings(peers, result->names, identity, facts);
   return result;

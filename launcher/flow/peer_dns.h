@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.h"
-#include "dns/wait.h"
 #include "base/error.h"
+#include "cli/options.h"
+#include "dns/wait.h"
+#include "plan/cluster.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
-#include "cli/options.h"
 
 namespace tfboot {
 

@@ -11,14 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "process/child_set.h"
-#include "plan/host_facts.h"
-#include "flow/job.h"
-#include "flow/local.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "cli/options.h"
+#include "flow/job.h"
+#include "flow/local.h"
 #include "flow/peer_dns.h"
+#include "plan/host_facts.h"
 #include "plan/plan.h"
+#include "process/child_set.h"
 #include "process/exec.h"
 #include "process/init.h"
 #include "process/stop_signals.h"
@@ -28,20 +29,18 @@
 namespace tfboot {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 std::string command_text(const std::vector<std::string>& command) {
   return nlohmann::json(command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The PTR lookup and the peer wait share one --wait; the PTR gets at least a few seconds, as a
 // compose container's record may lag its start even with --wait 0.
-SteadyClock::time_point ptr_deadline(const Options& options, SteadyClock::time_point started) {
+Instant ptr_deadline(const Options& options, Instant started) {
   return started + std::max<std::chrono::milliseconds>(options.wait, std::chrono::seconds(5));
 }
 
 Result<std::optional<Setting>> find_ptr_name_if_needed(const Options& options, const HostFacts& facts,
-                                                       SteadyClock::time_point started) {
+                                                       Instant started) {
   if (!needs_own_ptr_name(options)) return std::optional<Setting>{};
   auto found = find_own_ptr_name(options, facts, ptr_deadline(options, started));
   if (!found) return std::unexpected(found.error());
@@ -59,7 +58,7 @@ void announce(const Plan& plan) {
 // coordinator resolves every name once all tasks are present. One answer per peer either way, in
 // cluster order (those not asked are not resolved).
 Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const HostFacts& facts,
-                               SteadyClock::time_point started) {
+                               Instant started) {
   if (options.wait.count() == 0) {
     log::info("DNS wait is off (--wait 0)");
     return DnsResult{};

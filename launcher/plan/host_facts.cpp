@@ -8,9 +8,9 @@
 
 #include <set>
 
-#include "dns/names.h"
 #include "base/files.h"
 #include "base/log.h"
+#include "dns/names.h"
 
 namespace tfboot {
 namespace {

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "cli/options.h"
+#include "plan/cluster.h"
 
 namespace tfboot {
 

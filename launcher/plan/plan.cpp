@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
+#include "dns/resolver.h"
 #include "plan/kubernetes.h"
 #include "plan/platforms/platforms.h"
-#include "dns/resolver.h"
 
 namespace tfboot {
 namespace {

@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.h"
-#include "dns/wait.h"
 #include "base/error.h"
+#include "cli/options.h"
+#include "dns/wait.h"
+#include "plan/cluster.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
 #include "plan/inputs.h"
-#include "cli/options.h"
 #include "plan/tf_config.h"
 
 namespace tfboot {

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "base/error.h"
+#include "plan/cluster.h"
 
 namespace tfboot {
 

@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.h"
 #include "process/child_set.h"
 #include "process/stop_schedule.h"
-#include "base/log.h"
 
 namespace tfboot {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "dns/wait.h"
+#include "plan/cluster.h"
 #include "plan/identity.h"
 
 namespace tfboot {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "base/error.h"
+#include "plan/cluster.h"
 #include "task/startup.h"
 
 namespace tfboot {

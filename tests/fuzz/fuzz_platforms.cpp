@@ -7,9 +7,9 @@
 
 #include "fields.h"
 
+#include "cli/options.h"
 #include "dns/names.h"
 #include "plan/platforms/downward_api.h"
-#include "cli/options.h"
 #include "plan/platforms/slurm_hostlist.h"
 
 // Input: "host list\0tasks per node\0downward-API text\0key\0Go string"; the whole input is

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "control/join.h"
 #include "control/auth.h"
+#include "control/join.h"
 #include "test_support.h"
 
 namespace tfboot {

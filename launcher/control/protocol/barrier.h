@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "control/protocol/messages.h"
 #include "cli/options.h"
+#include "control/protocol/messages.h"
 
 namespace tfboot {
 

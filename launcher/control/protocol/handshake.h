@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "control/protocol/messages.h"
 #include "base/error.h"
+#include "control/protocol/messages.h"
 
 namespace tfboot {
 

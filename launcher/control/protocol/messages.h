@@ -17,10 +17,10 @@
 #include <variant>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "fingerprint/fingerprint.h"
+#include "plan/cluster.h"
 
 namespace tfboot {
 

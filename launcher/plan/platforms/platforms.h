@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "plan/cluster.h"
 #include "base/error.h"
+#include "cli/options.h"
+#include "plan/cluster.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
 #include "plan/inputs.h"
-#include "cli/options.h"
 
 namespace tfboot {
 

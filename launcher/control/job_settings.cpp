@@ -1,5 +1,5 @@
-// The job's control channel settings: their checks before any socket (settings.h).
-#include "control/settings.h"
+// The job's control channel settings: their checks before any socket (job_settings.h).
+#include "control/job_settings.h"
 
 #include <algorithm>
 

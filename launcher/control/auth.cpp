@@ -2,6 +2,7 @@
 #include "control/auth.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,9 +17,16 @@ namespace tfboot {
 namespace {
 
 // Reads at most `limit` + 1 bytes, so that an oversized file (or /dev/zero) is noticed, not read.
+// Opened non-blocking and refused when it is a FIFO or a socket: reading one could wait for a
+// writer for ever, before any deadline applies.
 Result<std::string> read_bounded(const Setting& path, std::size_t limit) {
-  UniqueFd fd(::open(path.value.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  UniqueFd fd(::open(path.value.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(errno));
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0) return usage_error(path.source + ": cannot read '" + path.value + "': " + std::strerror(errno));
+  if (S_ISFIFO(info.st_mode) || S_ISSOCK(info.st_mode)) {
+    return usage_error(path.source + ": '" + path.value + "' is a FIFO or socket, not a file; expected a shared secret");
+  }
   std::string content;
   char buffer[1024];
   while (content.size() <= limit) {

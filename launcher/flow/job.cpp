@@ -159,6 +159,19 @@ bool job_supervision_applies(const Options& options, const Plan& plan) {
          peer_of(plan, JobMember{plan.identity.type, plan.identity.index});
 }
 
+Result<void> check_control_port_is_free(const Options& options, const Plan& plan) {
+  if (!job_supervision_applies(options, plan)) return {};
+  const PeerAddress* coordinator = peer_of(plan, *coordinator_of(plan));
+  for (const auto& peer : plan.peers) {
+    if (peer.name != coordinator->name || peer.port != options.control_port) continue;
+    const std::string port_source = plan.operator_config ? std::string("TF_CONFIG") : quoted(options.port);
+    return usage_error("task " + task_name(peer.type, peer.index) + " would listen on port " + std::to_string(peer.port) + " (from " +
+                       port_source + ") on the coordinator's host " + coordinator->name + ", where --control-port (or " +
+                       "TFBOOT_CONTROL_PORT) " + std::to_string(options.control_port) + " listens; choose another for one of them");
+  }
+  return {};
+}
+
 std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan) {
   const auto coordinator = coordinator_of(plan);
   if (!coordinator || *coordinator == JobMember{plan.identity.type, plan.identity.index}) return {};

@@ -32,6 +32,11 @@ Result<std::optional<std::string>> read_secret_if_given(const Options& options);
 // Off for --print, --control-port 0, a job of one task, or one without chief or worker.
 bool job_supervision_applies(const Options& options, const Plan& plan);
 
+// The coordinator listens on --control-port on its host: a task of the job that would listen on
+// the same port there (TF_CONFIG's, or Slurm's consecutive ports on one node) is a usage error,
+// said before any lookup rather than by the trainer's failing bind on every restart.
+Result<void> check_control_port_is_free(const Options& options, const Plan& plan);
+
 // The names a task resolves itself before the barrier when the control channel applies: the
 // coordinator's only, none on the coordinator (README: Job supervision). The coordinator
 // resolves every name, its own too, once every task is present; a name asked earlier, before

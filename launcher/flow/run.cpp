@@ -159,6 +159,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   if (!ptr_name) return std::unexpected(ptr_name.error());
   auto plan = make_plan(options, *parsed, env, facts, *ptr_name);
   if (!plan) return std::unexpected(plan.error());
+  if (auto free = check_control_port_is_free(options, *plan); !free) return std::unexpected(free.error());
   announce(*plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());

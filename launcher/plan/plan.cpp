@@ -95,6 +95,9 @@ Result<PlanInputs> check_options(const Options& options, const Environment& env)
   if (options.address == AddressMode::ip && options.wait.count() == 0) {
     return usage_error("--address ip needs the DNS wait; it cannot be combined with --wait 0");
   }
+  if (options.control_port != 0 && options.start_timeout.count() <= 0) {
+    return usage_error("--start-timeout must be positive (the deadline for every task of the job to be present)");
+  }
   if (!operator_tf_config_text(options, env) && !options.cluster && options.identity_from != IdentityFrom::automatic) {
     // Platforms are asked only for the automatic identity; whether one describes the job is
     // known once the host's files are read (make_plan).

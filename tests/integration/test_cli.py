@@ -99,6 +99,17 @@ def test_operator_tf_config_is_adopted(run_tfboot):
      "outside the cluster"),
     (["--wait", "0", "--address", "ip"], {**CLUSTER, "POD_NAME": "a-worker-0"}, 2, "--address ip needs the DNS wait"),
     (["--log-level", "loud"], {}, 2, "--log-level 'loud'"),
+    # Said before any lookup (the DNS server is a closed port on loopback: a wait would end in 3).
+    (["--wait", "2s", "--dns-server", "127.0.0.1:9", "--start-timeout", "0"],
+     {**CLUSTER, "TFBOOT_CONTROL_PORT": "2220", "POD_NAME": "a-worker-1"}, 2,
+     "--start-timeout must be positive"),
+    (["--wait", "2s", "--dns-server", "127.0.0.1:9", "--port", "2220"],
+     {**CLUSTER, "TFBOOT_CONTROL_PORT": "2220", "POD_NAME": "a-worker-1"}, 2,
+     "task worker:0 would listen on port 2220 (from --port '2220') on the coordinator's host a-worker-0"),
+    (["--wait", "2s", "--dns-server", "127.0.0.1:9", "--port", "2219"],
+     {"SLURM_PROCID": "1", "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "node1", "SLURM_STEP_TASKS_PER_NODE": "2",
+      "SLURM_LOCALID": "1", "SLURMD_NODENAME": "node1", "POD_NAME": "node1"}, 2,
+     "task worker:1 would listen on port 2220 (from --port '2219') on the coordinator's host node1"),
 ])
 def test_bad_input_is_one_line_and_exit_code(run_tfboot, tmp_path, args, env, code, needle):
     log_root = tmp_path / "logs"

@@ -1,6 +1,7 @@
 // The control channel's secret file, job id, nonces and HMAC proofs.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -63,6 +64,14 @@ TEST_CASE("control_auth::read_control_secret") {
     auto secret = read_control_secret(Setting{"/tmp", "--control-secret-file"});
     CHECK(code_of(secret) == exit_code::usage);
     CHECK(error_of(secret) == "--control-secret-file: cannot read '/tmp': Is a directory");
+  }
+  SUBCASE("a FIFO is refused at once, not read (it could wait for a writer for ever)") {
+    SecretFile file("");
+    const std::string fifo = file.dir + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto secret = read_control_secret(Setting{fifo, "--control-secret-file"});
+    CHECK(code_of(secret) == exit_code::usage);
+    CHECK(error_of(secret) == "--control-secret-file: '" + fifo + "' is a FIFO or socket, not a file; expected a shared secret");
   }
   SUBCASE("a file over the limit is refused without reading it all") {
     SecretFile file(std::string(max_secret_size + 1, 'x'));

@@ -63,6 +63,8 @@ TEST_CASE("plan::check_options runs every check that needs no network") {
        {}, "--dns-server '127.0.0.1:65589': port '65589' is not a number in 1..65535"},
       {"an operator TF_CONFIG that TensorFlow would refuse", {}, {{"TF_CONFIG", R"({"cluster":{"worker":["a:1"]},"task":{}})"}},
        "TF_CONFIG from the environment: task.type is missing or not a string"},
+      {"a zero --start-timeout, before any lookup", {"--cluster", "worker=2", "--start-timeout", "0"}, {},
+       "--start-timeout must be positive (the deadline for every task of the job to be present)"},
       {"a missing --cluster is said before a bad port", {"--identity-from", "hostname", "--port", "99999"}, {},
        "--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set"},
       {"a bad --task-type after a bad DNS server", {"--cluster", "worker=2", "--task-type", "boss", "--dns-server", "a b"}, {},

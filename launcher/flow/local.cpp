@@ -98,7 +98,9 @@ struct LocalJob {
     stop.terminated(SteadyClock::now());
   }
   void on_signal(int signal_number) {
-    if (signal_number != SIGTERM && signal_number != SIGINT && signal_number != SIGHUP) {
+    // Ctrl-C and SIGTERM stop the job; every other signal, SIGHUP included, is the tasks' own
+    // (README: tfboot local), as an init passes them on.
+    if (signal_number != SIGTERM && signal_number != SIGINT) {
       children.signal_running(signal_number);
       return;
     }
@@ -150,6 +152,11 @@ Result<int> run_local(const Options& options, const Environment& /*env*/, const 
   Setting cluster_setting = options.cluster.value_or(Setting{"worker=2", "default cluster"});
   auto spec = parse_cluster_spec(cluster_setting);
   if (!spec) return std::unexpected(spec.error());
+  // The job ends when its coordinator (chief:0, else worker:0) does: without one nothing would.
+  if (spec->count(TaskType::chief) + spec->count(TaskType::worker) == 0) {
+    return usage_error("tfboot local: " + quoted(cluster_setting) +
+                       " has no chief or worker, whose end would end the job; add one (e.g. worker=1)");
+  }
   const std::vector<std::string>& command = options.command.empty() ? default_command : options.command;
   const std::string log_root = options.log_root ? options.log_root->value : "./logs";
   auto tasks = plan_tasks(options, *spec, log_root);

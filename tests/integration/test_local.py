@@ -77,6 +77,31 @@ def test_sigterm_stops_all_tasks(tfboot, tmp_path):
     assert not any(os.path.exists(f"/proc/{pid}") for pid in pids), "every task was stopped and reaped"
 
 
+def test_sighup_is_passed_on_to_every_task(tfboot, tmp_path):
+    # Each task says HUP once it has one and then ends: the job ends with the tasks' own status.
+    script = 'trap "echo HUP; exit 0" HUP; echo ready; while :; do sleep 0.1; done'
+    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] ready", "[worker:1] ready"]
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert sorted(out.splitlines()) == ["[worker:0] HUP", "[worker:1] HUP"]
+    assert "stopping all tasks" not in err
+
+
+def test_a_cluster_without_chief_or_worker_is_a_usage_error(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--cluster", "ps=2", "--", "touch", "ran"], env=ENV, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2, result.stderr
+    assert ("tfboot local: --cluster 'ps=2' has no chief or worker, whose end would end the job; add one (e.g. worker=1)"
+            in result.stderr)
+    assert os.listdir(tmp_path) == []
+
+
 def test_missing_command_is_127(tfboot, tmp_path):
     result = subprocess.run([tfboot, "local", "--", "no-such-command-xyz"], env=ENV, cwd=tmp_path,
                             capture_output=True, text=True, timeout=30)

@@ -62,9 +62,9 @@ Result<ClusterSpec> parse_cluster_spec(const Setting& setting) {
       return usage_error(quoted(setting) + ": task type '" + std::string(name) + "' is given twice");
     }
     auto count = parse_index(item.substr(equals + 1));
-    if (!count || *count > 100000) {
+    if (!count || *count > max_tasks_per_type) {
       return usage_error(quoted(setting) + ": count '" + std::string(item.substr(equals + 1)) +
-                         "' is not a number from 0 to 100000");
+                         "' is not a number from 0 to " + std::to_string(max_tasks_per_type));
     }
     spec.counts[static_cast<std::size_t>(*type)] = *count;
   }

@@ -28,6 +28,10 @@ std::string task_name(TaskType type, int index);
 std::optional<int> parse_index(std::string_view text);
 
 // Task counts per type, e.g. "chief=1,ps=2,worker=4,evaluator=1".
+// Tasks of one type, at most: more, in --cluster or a platform's host list, is a typo (a range like
+// [1-1000000], a runaway list), not a job.
+inline constexpr int max_tasks_per_type = 100000;
+
 struct ClusterSpec {
   std::array<int, 4> counts{};
   int count(TaskType type) const { return counts[static_cast<std::size_t>(type)]; }

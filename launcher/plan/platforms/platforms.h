@@ -18,7 +18,7 @@
 namespace tfboot {
 
 // More hosts than one task type may have in --cluster: a typo (or a runaway list), not a job.
-inline constexpr std::size_t max_platform_hosts = 100000;
+inline constexpr std::size_t max_platform_hosts = max_tasks_per_type;
 
 // What a platform says about the job.
 struct PlatformJob {

@@ -7,11 +7,12 @@
 
 #include "base/error.h"
 #include "cli/options.h"
+#include "plan/cluster.h"
 
 namespace tfboot {
 
-// More hosts or nodes than this is a typo (a range like [1-1000000]), not a job.
-inline constexpr std::size_t max_slurm_hosts = 100000;
+// More hosts or nodes than one task type may have is a typo (a range like [1-1000000]), not a job.
+inline constexpr std::size_t max_slurm_hosts = max_tasks_per_type;
 
 // Names separated by ',' or whitespace; each name may hold bracketed numeric ranges, expanded in
 // order with the zero padding of the range's first number: "nid00[2285-2286,2718]" gives nid002285,

@@ -42,10 +42,17 @@ void pass_on_signal(InitState& state, int signal_number) {
     state.children.signal(state.command, SIGKILL);
     return;
   }
+  // Job control as dumb-init does it in its default (setsid) mode: the command's group has no
+  // terminal, where SIGTSTP, SIGTTIN and SIGTTOU may be ignored or caught, so it gets SIGSTOP,
+  // which it cannot refuse; then we stop too, until SIGCONT resumes us and is passed on.
+  if (is_job_control_stop(signal_number)) {
+    log::info("signal {}: stopping the command (SIGSTOP) and tfboot until SIGCONT", signal_number);
+    state.children.signal(state.command, SIGSTOP);
+    ::kill(::getpid(), SIGSTOP);
+    return;
+  }
   log::info("passing signal {} to the command", signal_number);
   state.children.signal(state.command, signal_number);
-  // Job control as dumb-init does it: the command stops, and so do we, until SIGCONT.
-  if (is_job_control_stop(signal_number)) ::kill(::getpid(), SIGSTOP);
 }
 
 // Once the job is done, the command gets the finish window to end by itself before SIGTERM;

@@ -40,7 +40,7 @@ PYTHON = sys.executable
 NEVER_PASSED_ON = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}
 SYNCHRONOUS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGTRAP, signal.SIGSYS,
                signal.SIGABRT}
-# Job control as dumb-init: passed on, then they stop tfboot too (SIGCONT resumes both).
+# Job control as dumb-init: the command gets SIGSTOP, then tfboot stops too (SIGCONT resumes both).
 JOB_CONTROL = [signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU]
 # Every standard signal an init passes on to the command.
 PASSED_ON = [signal.Signals(n) for n in range(1, 32)

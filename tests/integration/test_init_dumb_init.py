@@ -45,21 +45,21 @@ def test_signal_reaches_the_command_and_tfboot_survives(tfboot, tmp_path, mode, 
         assert run.wait(timeout=5) == 7, run.stderr()
 
 
-# ---- job control (dumb-init's shell_background_test): SIGTSTP, SIGTTIN and SIGTTOU are passed
-# ---- on and then stop tfboot too; SIGCONT resumes both and is passed on
+# ---- job control (dumb-init's shell_background_test, setsid mode): SIGTSTP, SIGTTIN and SIGTTOU
+# ---- reach the command as SIGSTOP and then stop tfboot too; SIGCONT resumes both and is passed on
 
 @pytest.mark.parametrize("sig", JOB_CONTROL, ids=lambda s: s.name)
-def test_suspend_signal_is_passed_on_then_stops_tfboot_and_sigcont_resumes_it(tfboot, tmp_path, sig):
-    # The command handles the signal (prints it), so only tfboot stops.
+def test_suspend_signal_stops_even_a_command_that_catches_it_and_sigcont_resumes_both(tfboot, tmp_path, sig):
+    # The command catches every signal (prints it): only SIGSTOP, which it cannot catch, stops it.
     with start_print_signals(tfboot, tmp_path, "init") as run:
         command = run.command_pid()
         run.signal(sig)
-        assert run.out.readline(timeout=3) == str(int(sig))
-        assert wait_until(lambda: process_state(run.tfboot_pid) == "T", 3), process_state(run.tfboot_pid)
+        both_stopped = wait_until(lambda: process_state(run.tfboot_pid) == process_state(command) == "T", 3)
+        assert both_stopped, f"tfboot {process_state(run.tfboot_pid)}, command {process_state(command)}"
         run.signal(signal.SIGCONT)
-        assert run.out.readline(timeout=3) == str(int(signal.SIGCONT))
-        assert wait_until(lambda: process_state(run.tfboot_pid) in ("R", "S"), 3), process_state(run.tfboot_pid)
-        assert is_running(command)
+        assert run.out.readline(timeout=3) == str(int(signal.SIGCONT)), "the suspend signal itself never reached it"
+        assert wait_until(lambda: process_state(run.tfboot_pid) in ("R", "S") and process_state(command) in ("R", "S"),
+                          3), f"tfboot {process_state(run.tfboot_pid)}, command {process_state(command)}"
         run.tell("exit 7")
         assert run.wait(timeout=5) == 7, run.stderr()
 

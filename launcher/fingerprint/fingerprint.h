@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,15 @@ struct Fingerprint {
   std::string gpu_count{fingerprint_absent};       // "4"
   std::string visible_devices{fingerprint_absent}; // "NVIDIA_VISIBLE_DEVICES=all"
   std::string distributions{fingerprint_absent};   // "312 distributions, sha256 1a2b3c4d5e6f7a8b"
+  // Not a field of the wire or of the comparison: empty, or why reading stopped early (for the
+  // task's own log and startup.json).
+  std::string cut_short;
+};
+
+// How much reading a fingerprint may cost: the directory entries listed in all, and the time.
+struct FingerprintLimits {
+  std::size_t entries = 200000;
+  std::chrono::milliseconds time{2000};
 };
 
 struct FingerprintField {
@@ -48,7 +58,7 @@ std::string clean_fingerprint_value(std::string_view text);
 
 // `root` prefixes every path read ("" in production; a fake tree in tests). `env` supplies PATH,
 // PYTHONPATH, HOME, LD_LIBRARY_PATH, NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.
-Fingerprint read_fingerprint(const Environment& env, const std::string& root = "");
+Fingerprint read_fingerprint(const Environment& env, const std::string& root = "", const FingerprintLimits& limits = {});
 
 // One compact JSON object with the field names as keys, in the order of fingerprint_fields.
 std::string to_json(const Fingerprint& fingerprint);

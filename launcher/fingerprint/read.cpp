@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/digest.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
@@ -38,9 +39,13 @@ std::string env_value(const Environment& env, const std::string& name) {
 }
 
 // The paths read are the image's own (`logical`); `root` is only where that tree is mounted.
+// Each directory is listed once, and all listings together are bounded in entries and time
+// (FingerprintLimits): a PYTHONPATH that names one huge site directory forty times, or a slow
+// network file system, costs the start a bounded moment, and cut_short() says why it stopped.
 class Tree {
  public:
-  explicit Tree(std::string root) : root_(std::move(root)) {}
+  Tree(std::string root, const FingerprintLimits& limits)
+      : root_(std::move(root)), limits_(limits), deadline_(SteadyClock::now() + limits.time) {}
   std::string real(const std::string& logical) const { return root_ + logical; }
 
   // The first `limit` bytes: enough for every header we look for, and bounded on odd files.
@@ -62,15 +67,28 @@ class Tree {
     return content;
   }
 
-  std::vector<std::string> list(const std::string& logical) const {
-    std::vector<std::string> names;
+  const std::vector<std::string>& list(const std::string& logical) const {
+    auto [cached, fresh] = listings_.try_emplace(logical);
+    if (!fresh || !cut_short_.empty()) return cached->second;
+    std::vector<std::string>& names = cached->second;
     std::error_code error;
     for (fs::directory_iterator it(real(logical), error), end; !error && it != end; it.increment(error)) {
+      if (++entries_listed_ > limits_.entries) {
+        cut_short_ = "stopped after listing " + std::to_string(limits_.entries) + " directory entries";
+        break;
+      }
+      if (entries_listed_ % 1024 == 0 && SteadyClock::now() > deadline_) {
+        cut_short_ = "stopped after " + seconds_text(limits_.time) + " of listing directories";
+        break;
+      }
       names.push_back(it->path().filename().string());
     }
     std::sort(names.begin(), names.end());
     return names;
   }
+
+  // Empty, or why the listings stopped early (what they found so far is still used).
+  const std::string& cut_short() const { return cut_short_; }
 
   bool exists(const std::string& logical) const {
     std::error_code error;
@@ -97,7 +115,19 @@ class Tree {
 
  private:
   std::string root_;
+  FingerprintLimits limits_;
+  Instant deadline_;
+  mutable std::map<std::string, std::vector<std::string>> listings_;
+  mutable std::size_t entries_listed_ = 0;
+  mutable std::string cut_short_;
 };
+
+// Each directory once, in its first place: a directory named again adds nothing to a search.
+std::vector<std::string> without_repeats(std::vector<std::string> dirs) {
+  std::set<std::string> seen;
+  std::erase_if(dirs, [&](const std::string& dir) { return !seen.insert(dir).second; });
+  return dirs;
+}
 
 std::string parent(const std::string& path) { return fs::path(path).parent_path().string(); }
 
@@ -279,6 +309,7 @@ std::string library_version(const Tree& tree, const Environment& env, const std:
   const auto parts = split_non_empty(library_path, ':');
   std::vector<std::string> dirs(parts.begin(), parts.end());
   dirs.insert(dirs.end(), std::begin(library_dirs), std::end(library_dirs));
+  dirs = without_repeats(std::move(dirs));
   const std::string stem = library + ".so.";
   for (const auto& dir : dirs) {
     std::string best;
@@ -333,13 +364,14 @@ std::string visible_devices(const Environment& env) {
 
 }  // namespace
 
-Fingerprint read_fingerprint(const Environment& env, const std::string& root) {
-  const Tree tree(root);
+Fingerprint read_fingerprint(const Environment& env, const std::string& root, const FingerprintLimits& limits) {
+  const Tree tree(root, limits);
   PythonInstall python = find_python(tree, env);
   const std::string python_path = env_value(env, "PYTHONPATH");
   const auto parts = split_non_empty(python_path, ':');
   std::vector<std::string> search_dirs(parts.begin(), parts.end());
   search_dirs.insert(search_dirs.end(), python.site_dirs.begin(), python.site_dirs.end());
+  search_dirs = without_repeats(std::move(search_dirs));
 
   Fingerprint fingerprint;
   fingerprint.python = python.version;
@@ -351,6 +383,7 @@ Fingerprint read_fingerprint(const Environment& env, const std::string& root) {
   read_gpus(tree, fingerprint);
   fingerprint.visible_devices = visible_devices(env);
   fingerprint.distributions = distributions_digest(tree, search_dirs);
+  fingerprint.cut_short = tree.cut_short();
   return fingerprint;
 }
 

@@ -120,6 +120,7 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   summary["tasks_present"] = start.members.size();
   summary["names_resolved_by_coordinator"] = start.names_verified;
   summary["fingerprint"] = nlohmann::ordered_json::parse(to_json(own), nullptr, false);
+  if (!own.cut_short.empty()) summary["fingerprint_cut_short"] = own.cut_short;
   summary["environment_differences"] = start.environment_differences;
   return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
@@ -214,6 +215,9 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   const JobSettings& settings = *made;
   if (auto checked = check_job_settings(settings); !checked) return std::unexpected(checked.error());
   const Fingerprint own = read_fingerprint(env);
+  if (!own.cut_short.empty()) {
+    log::warn("environment check: reading this task's environment {}; the check compares what was read", own.cut_short);
+  }
   log::info("joining job {} through coordinator {} on port {} ({} tasks)", settings.job_id, settings.coordinator.text(),
             settings.port, settings.tasks.size());
   auto link = join_job(settings, own);

@@ -162,6 +162,26 @@ TEST_CASE("fingerprint::read_fingerprint") {
   }
 }
 
+TEST_CASE("fingerprint::read_fingerprint is bounded") {
+  FakeTree image;
+  for (int i = 0; i < 30; ++i) image.file("/site/pkg" + std::to_string(i) + "-1.0.dist-info/METADATA");
+  std::string repeated;
+  for (int i = 0; i < 40; ++i) repeated += (i ? ":" : "") + std::string("/site");
+  const Environment env{{"PATH", "/usr/bin"}, {"PYTHONPATH", repeated}};
+  SUBCASE("a directory named many times counts once, and within the limits nothing is cut") {
+    Fingerprint once = read_fingerprint({{"PATH", "/usr/bin"}, {"PYTHONPATH", "/site"}}, image.root);
+    Fingerprint many = read_fingerprint(env, image.root, FingerprintLimits{.entries = 40});
+    CHECK(many.distributions == once.distributions);
+    CHECK(many.distributions.starts_with("30 distributions, sha256 "));
+    CHECK(many.cut_short.empty());
+  }
+  SUBCASE("past the entry limit it stops, keeps what it read, and says why") {
+    Fingerprint cut = read_fingerprint(env, image.root, FingerprintLimits{.entries = 10});
+    CHECK(cut.cut_short == "stopped after listing 10 directory entries");
+    CHECK(cut.distributions.starts_with("10 distributions, sha256 "));
+  }
+}
+
 TEST_CASE("fingerprint::to_json and fingerprint_from_json") {
   Fingerprint fingerprint;
   fingerprint.tensorflow = "2.16.1";

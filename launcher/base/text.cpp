@@ -1,7 +1,18 @@
 // Small text helpers that every layer uses (text.h).
 #include "base/text.h"
 
+#include <cstring>
+
 namespace tfboot {
+
+std::string counted(std::size_t count, std::string_view noun) {
+  return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
+}
+
+std::string signal_name(int signal_number) {
+  const char* abbreviation = ::sigabbrev_np(signal_number);
+  return abbreviation ? "SIG" + std::string(abbreviation) : "signal " + std::to_string(signal_number);
+}
 
 std::string join_host_port(std::string_view host, int port) {
   std::string text = host.find(':') != std::string_view::npos ? "[" + std::string(host) + "]" : std::string(host);

@@ -7,6 +7,12 @@
 
 namespace tfboot {
 
+// "1 task", "3 tasks": a count with its noun, in the singular for one.
+std::string counted(std::size_t count, std::string_view noun);
+
+// "SIGTERM" for 15; "signal 40" for one without a name (a real-time signal).
+std::string signal_name(int signal_number);
+
 // "host:port", or "[v6]:port" when the host is an IPv6 address: the one place that writes one.
 std::string join_host_port(std::string_view host, int port);
 

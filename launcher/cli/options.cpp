@@ -33,7 +33,7 @@ constexpr OptionSpec option_table[] = {
     {"peer-template", Kind::value, "T", "peer host name with {prefix} {type} {index} {ordinal}",
      "derived from own hostname"},
     {"service", Kind::value, "NAME", "headless Service (pod subdomain)", "from /etc/hosts, else none"},
-    {"namespace", Kind::value, "NS", "Kubernetes namespace", "POD_NAMESPACE, else resolv.conf search list"},
+    {"namespace", Kind::value, "NS", "Kubernetes namespace", "POD_NAMESPACE, /etc/hosts, resolv.conf search list, default"},
     {"cluster-domain", Kind::value, "D", "cluster DNS domain", "resolv.conf search list, else cluster.local"},
     {"pod-info-dir", Kind::value, "DIR", "downward-API volume with the pod's labels and annotations (JobSet)",
      "/etc/podinfo", true},
@@ -75,7 +75,7 @@ Result<bool> parse_bool(const Setting& setting) {
   std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (lower == "1" || lower == "true" || lower == "yes" || lower == "on") return true;
   if (lower == "0" || lower == "false" || lower == "no" || lower == "off") return false;
-  return usage_error(setting.source + "='" + setting.value + "' is not a boolean (use 1 or 0)");
+  return usage_error(setting.source + "='" + setting.value + "' is not a boolean (use 1/0, true/false, yes/no or on/off)");
 }
 
 // The words an option accepts and what each means, in the order its error lists them.

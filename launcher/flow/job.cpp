@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "control/auth.h"
 #include "fingerprint/fingerprint.h"
 #include "flow/member_names.h"
@@ -218,8 +219,8 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   if (!own.cut_short.empty()) {
     log::warn("environment check: reading this task's environment {}; the check compares what was read", own.cut_short);
   }
-  log::info("joining job {} through coordinator {} on port {} ({} tasks)", settings.job_id, settings.coordinator.text(),
-            settings.port, settings.tasks.size());
+  log::info("joining job {} through coordinator {} on port {} ({})", settings.job_id, settings.coordinator.text(),
+            settings.port, counted(settings.tasks.size(), "task"));
   auto link = join_job(settings, own);
   if (!link) return std::unexpected(link.error());
   JobMembership membership;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "base/unique_fd.h"
 #include "plan/cluster.h"
 #include "plan/identity.h"
@@ -104,7 +105,7 @@ struct LocalJob {
       children.signal_running(signal_number);
       return;
     }
-    log::info("signal {}: stopping all tasks", signal_number);
+    log::info("{}: stopping all tasks", signal_name(signal_number));
     if (!result) result = exit_code::signal_base + signal_number;
     stop_now();
   }
@@ -165,16 +166,20 @@ Result<int> run_local(const Options& options, const Environment& /*env*/, const 
 
   auto children = ChildSet::create(false);
   if (!children) return std::unexpected(children.error());
-  log::info("starting {} tasks of {} on 127.0.0.1; logs under {}", tasks->size(), cluster_setting.value, log_root);
+  log::info("starting {} of {} on 127.0.0.1; logs under {}", counted(tasks->size(), "task"), cluster_setting.value, log_root);
   for (const LocalTask& task : *tasks) {
     auto environment = task_environment(inherited, task.tf_config, task.log_dir, task.type, task.index);
+    // Python buffers a pipe: without this a task's print() would show only when it exits.
+    if (std::ranges::none_of(environment, [](const std::string& entry) { return entry.starts_with("PYTHONUNBUFFERED="); })) {
+      environment.push_back("PYTHONUNBUFFERED=1");
+    }
     // On failure the ChildSet's destructor stops and reaps the tasks already started.
     if (auto started = (*children)->start(ChildSpec{command, environment, task.label()}); !started) {
       return std::unexpected(started.error());
     }
   }
   int result = supervise_tasks(**children, *tasks, options.stop_grace);
-  if (result == exit_code::ok) log::info("all {} tasks done; logs under {}", tasks->size(), log_root);
+  if (result == exit_code::ok) log::info("{} done; logs under {}", tasks->size() == 1 ? std::string("the task") : "all " + counted(tasks->size(), "task"), log_root);
   return result;
 }
 

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "dns/resolver.h"
 #include "plan/kubernetes.h"
 
@@ -178,7 +179,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   // What is left of --wait, to the second (the steps before took a few milliseconds of it).
   auto shown = policy.deadline >= std::chrono::seconds(1) ? std::chrono::milliseconds(std::chrono::round<std::chrono::seconds>(policy.deadline))
                                                            : policy.deadline;
-  log::info("waiting up to {} for {} names to resolve through {}", seconds_text(shown), names.size(),
+  log::info("waiting up to {} for {} to resolve through {}", seconds_text(shown), counted(names.size(), "name"),
             result.servers.empty() ? std::string("no servers") : result.servers.front());
   auto outcome = wait_for_names(**resolver, names, policy, [] { return SteadyClock::now(); },
                                 static_cast<std::uint64_t>(::getpid()) ^
@@ -192,7 +193,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
                                                        " names did not resolve within --wait " + seconds_text(options.wait) +
                                                        ": " + missing);
   }
-  log::info("all {} names resolve after {:.3f}s", names.size(), result.seconds);
+  log::info("{} after {:.3f}s", names.size() == 1 ? std::string("the name resolves") : "all " + counted(names.size(), "name") + " resolve", result.seconds);
   return result;
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "process/child_set.h"
 #include "process/stop_schedule.h"
 
@@ -46,12 +47,12 @@ void pass_on_signal(InitState& state, int signal_number) {
   // terminal, where SIGTSTP, SIGTTIN and SIGTTOU may be ignored or caught, so it gets SIGSTOP,
   // which it cannot refuse; then we stop too, until SIGCONT resumes us and is passed on.
   if (is_job_control_stop(signal_number)) {
-    log::info("signal {}: stopping the command (SIGSTOP) and tfboot until SIGCONT", signal_number);
+    log::info("{}: stopping the command (SIGSTOP) and tfboot until SIGCONT", signal_name(signal_number));
     state.children.signal(state.command, SIGSTOP);
     ::kill(::getpid(), SIGSTOP);
     return;
   }
-  log::info("passing signal {} to the command", signal_number);
+  log::info("passing {} to the command", signal_name(signal_number));
   state.children.signal(state.command, signal_number);
 }
 

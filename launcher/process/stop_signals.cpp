@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/log.h"
+#include "base/text.h"
 
 namespace tfboot {
 namespace {
@@ -62,7 +63,7 @@ int idle_until_stopped() {
   int received = 0;
   while (::sigwait(&stop, &received) != 0) {
   }
-  log::info("signal {}: the idle task ends", received);
+  log::info("{}: the idle task ends", signal_name(received));
   return exit_code::ok;
 }
 

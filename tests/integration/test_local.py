@@ -102,6 +102,16 @@ def test_a_cluster_without_chief_or_worker_is_a_usage_error(tfboot, tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_python_output_is_unbuffered_unless_the_user_says_otherwise(tfboot, tmp_path):
+    # A print() shows while the task runs, not at its exit: Python buffers a pipe unless told.
+    script = 'echo "PYTHONUNBUFFERED=${PYTHONUNBUFFERED-unset}"'
+    for env, expected in (({}, "1"), ({"PYTHONUNBUFFERED": "0"}, "0")):
+        result = subprocess.run([tfboot, "local", "--cluster", "worker=1", "--", "sh", "-c", script],
+                                env={**ENV, **env}, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == f"[worker:0] PYTHONUNBUFFERED={expected}\n"
+
+
 def test_missing_command_is_127(tfboot, tmp_path):
     result = subprocess.run([tfboot, "local", "--", "no-such-command-xyz"], env=ENV, cwd=tmp_path,
                             capture_output=True, text=True, timeout=30)

@@ -210,7 +210,7 @@ TEST_CASE("options::parse_options switches and their twins") {
         CAPTURE(bad);
         auto options = parse({}, {{option.twin, bad}});
         CHECK(code_of(options) == 2);
-        CHECK(error_of(options) == std::string(option.twin) + "='" + bad + "' is not a boolean (use 1 or 0)");
+        CHECK(error_of(options) == std::string(option.twin) + "='" + bad + "' is not a boolean (use 1/0, true/false, yes/no or on/off)");
       }
     }
   }
@@ -286,7 +286,7 @@ TEST_CASE("options::parse_options --init and --no-init") {
   SUBCASE("TFBOOT_INIT=maybe names the twin") {
     auto options = parse({}, {{"TFBOOT_INIT", "maybe"}});
     CHECK(code_of(options) == 2);
-    CHECK(error_of(options) == "TFBOOT_INIT='maybe' is not a boolean (use 1 or 0)");
+    CHECK(error_of(options) == "TFBOOT_INIT='maybe' is not a boolean (use 1/0, true/false, yes/no or on/off)");
   }
   SUBCASE("only --init is negatable") {
     for (const std::string negated : {"--no-print", "--no-chief-at-ordinal-0", "--no-cluster", "--no-evaluator-in-cluster"}) {

@@ -23,5 +23,17 @@ TEST_CASE("text::lines") {
   CHECK(lines("").empty());
 }
 
+TEST_CASE("text::counted") {
+  CHECK(counted(0, "task") == "0 tasks");
+  CHECK(counted(1, "task") == "1 task");
+  CHECK(counted(2, "name") == "2 names");
+}
+
+TEST_CASE("text::signal_name") {
+  CHECK(signal_name(2) == "SIGINT");
+  CHECK(signal_name(15) == "SIGTERM");
+  CHECK(signal_name(40) == "signal 40");
+}
+
 }  // namespace
 }  // namespace tfboot

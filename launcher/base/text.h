@@ -10,6 +10,9 @@ namespace tfboot {
 // "1 task", "3 tasks": a count with its noun, in the singular for one.
 std::string counted(std::size_t count, std::string_view noun);
 
+// Levenshtein distance: single-character insertions, deletions and substitutions.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
 // "SIGTERM" for 15; "signal 40" for one without a name (a real-time signal).
 std::string signal_name(int signal_number);
 

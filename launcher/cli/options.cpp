@@ -5,6 +5,8 @@
 #include <charconv>
 #include <limits>
 
+#include "base/text.h"
+
 namespace tfboot {
 namespace {
 
@@ -68,6 +70,51 @@ std::string env_twin(std::string_view name) {
     twin += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   }
   return twin;
+}
+
+// TFBOOT_* names tfboot reads or sets that are not an option's twin.
+constexpr std::string_view other_tfboot_variables[] = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR"};
+
+// The option (by name) nearest to `name` when it is a likely typo of it, else nothing.
+std::optional<std::string_view> nearest_option(std::string_view name) {
+  std::optional<std::string_view> best;
+  std::size_t best_distance = 0;
+  for (const auto& spec : option_table) {
+    const std::size_t distance = edit_distance(name, spec.name);
+    if (!best || distance < best_distance) {
+      best = spec.name;
+      best_distance = distance;
+    }
+  }
+  // A third of the name may be wrong, 2 to 3 characters: "clustr", "task-idx", "wiat", not "frobnicate".
+  if (best && best_distance <= std::min<std::size_t>(3, std::max<std::size_t>(2, name.size() / 3))) return best;
+  return std::nullopt;
+}
+
+std::string unknown_option(std::string_view flag) {
+  std::string text = "unknown option '" + std::string(flag) + "'";
+  // "--no-cluster": a real option that has no --no- form; its name is no typo to correct.
+  const bool negates_an_option = flag.starts_with("--no-") && find_option(flag.substr(5));
+  if (flag.starts_with("--") && !negates_an_option) {
+    if (auto near = nearest_option(flag.substr(2))) return text + " (did you mean --" + std::string(*near) + "? see --help)";
+  }
+  return text + " (see --help)";
+}
+
+// "TFBOOT_CLUSTR is not an option's twin and is ignored; did you mean TFBOOT_CLUSTER?"
+std::vector<std::string> unknown_twins(const Environment& env) {
+  std::vector<std::string> warnings;
+  for (auto it = env.lower_bound("TFBOOT_"); it != env.end() && it->first.starts_with("TFBOOT_"); ++it) {
+    const std::string& name = it->first;
+    if (std::ranges::find(other_tfboot_variables, name) != std::end(other_tfboot_variables)) continue;
+    if (std::ranges::any_of(option_table, [&](const OptionSpec& spec) { return env_twin(spec.name) == name; })) continue;
+    std::string lower = name.substr(7);
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return c == '_' ? '-' : static_cast<char>(std::tolower(c)); });
+    std::string warning = name + " is not an option's environment twin and is ignored";
+    if (auto near = nearest_option(lower)) warning += "; did you mean " + env_twin(*near) + "?";
+    warnings.push_back(warning);
+  }
+  return warnings;
 }
 
 Result<bool> parse_bool(const Setting& setting) {
@@ -236,7 +283,7 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
     if (arg == "--help" || arg == "-h") return build_options(Mode::help, {}, {});
     if (arg == "--version") return build_options(Mode::version, {}, {});
     if (!arg.starts_with("-") || arg == "-") break;
-    if (!arg.starts_with("--")) return usage_error("unknown option '" + arg + "' (see --help)");
+    if (!arg.starts_with("--")) return usage_error(unknown_option(arg));
 
     std::string_view body = std::string_view(arg).substr(2);
     std::optional<std::string> inline_value;
@@ -251,7 +298,7 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
       negated = spec && spec->kind == Kind::negatable;
       if (!negated) spec = nullptr;
     }
-    if (!spec) return usage_error("unknown option '--" + std::string(body) + "' (see --help)");
+    if (!spec) return usage_error(unknown_option("--" + std::string(body)));
     std::string flag = "--" + std::string(body);
     ++position;
 
@@ -271,7 +318,9 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
     raw[std::string(spec->name)] = Setting{value, flag};
   }
   command.assign(args.begin() + static_cast<std::ptrdiff_t>(position), args.end());
-  return build_options(mode, raw, std::move(command));
+  auto options = build_options(mode, raw, std::move(command));
+  if (options) options->warnings = unknown_twins(env);
+  return options;
 }
 
 std::string help_text() {

@@ -56,6 +56,9 @@ struct Options {
   std::string log_level;
   LogFormat log_format{};
   std::vector<std::string> command;  // empty: the default command
+  // Said once the log is configured: TFBOOT_* variables that are no option's twin (a typo such as
+  // TFBOOT_CLUSTR would otherwise be ignored in silence).
+  std::vector<std::string> warnings;
 };
 
 inline const std::vector<std::string> default_command{"python", "train.py"};

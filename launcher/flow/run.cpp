@@ -218,6 +218,7 @@ int run(int argc, char** argv, char** envp) {
       return options.error().code;
     }
     log::configure(options->log_level, options->log_format);
+    for (const auto& warning : options->warnings) log::warn("{}", warning);
     auto outcome = run_mode(*options, env);
     if (!outcome) {
       log::error("{}", outcome.error().message);

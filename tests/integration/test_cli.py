@@ -211,3 +211,11 @@ def test_log_level_warn_silences_info(run_tfboot, tmp_path):
     env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(tmp_path)}
     assert run_tfboot(["--log-level", "warn", "true"], env=env).stderr == ""
     assert "identity worker:0" in run_tfboot(["true"], env=env).stderr
+
+
+def test_a_mistyped_twin_is_warned_about_with_the_nearest_one(run_tfboot, tmp_path):
+    # TFBOOT_CLUSTR would otherwise leave the default two tasks running in silence.
+    result = run_tfboot(["local", "--log-root", str(tmp_path / "logs"), "--", "true"], env={"TFBOOT_CLUSTR": "worker=3"})
+    assert result.returncode == 0, result.stderr
+    warnings = [line.split(" warning ", 1)[1] for line in result.stderr.splitlines() if " warning " in line]
+    assert warnings == ["TFBOOT_CLUSTR is not an option's environment twin and is ignored; did you mean TFBOOT_CLUSTER?"]

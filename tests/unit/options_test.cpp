@@ -515,9 +515,9 @@ TEST_CASE("options::parse_options unknown options") {
       {"--frobnicate=1", "unknown option '--frobnicate' (see --help)"},
       {"-v", "unknown option '-v' (see --help)"},
       {"-c", "unknown option '-c' (see --help)"},
-      {"--Cluster=worker=1", "unknown option '--Cluster' (see --help)"},
-      {"--task_type=ps", "unknown option '--task_type' (see --help)"},
-      {"---cluster", "unknown option '---cluster' (see --help)"},
+      {"--Cluster=worker=1", "unknown option '--Cluster' (did you mean --cluster? see --help)"},
+      {"--task_type=ps", "unknown option '--task_type' (did you mean --task-type? see --help)"},
+      {"---cluster", "unknown option '---cluster' (did you mean --cluster? see --help)"},
   };
   SUBCASE("an unknown option is a usage error naming it") {
     for (const auto& [arg, message] : rows) {
@@ -527,10 +527,24 @@ TEST_CASE("options::parse_options unknown options") {
       CHECK(error_of(options) == message);
     }
   }
-  SUBCASE("unknown TFBOOT_* variables are not options and are ignored") {
-    auto options = parse({}, {{"TFBOOT_FROBNICATE", "1"}, {"TFBOOT_POD_INDEX", "3"}});
+  SUBCASE("unknown TFBOOT_* variables are ignored, each with a warning and the nearest twin") {
+    auto options = parse({}, {{"TFBOOT_FROBNICATE", "1"}, {"TFBOOT_POD_INDEX", "3"}, {"TFBOOT_CLUSTR", "worker=3"},
+                              {"TFBOOT_IDLE_WHEN_DON", "1"}, {"TFBOOT_LOG_DIR", "/logs/worker_0"}, {"TFBOOT_WAIT", "1s"}});
     REQUIRE(options);
     CHECK(options->command.empty());
+    CHECK_FALSE(options->cluster);
+    CHECK(options->warnings == std::vector<std::string>{
+                                   "TFBOOT_CLUSTR is not an option's environment twin and is ignored; did you mean TFBOOT_CLUSTER?",
+                                   "TFBOOT_FROBNICATE is not an option's environment twin and is ignored",
+                                   "TFBOOT_IDLE_WHEN_DON is not an option's environment twin and is ignored; did you mean "
+                                   "TFBOOT_IDLE_WHEN_DONE?"});
+  }
+  SUBCASE("a mistyped flag is named with the nearest option") {
+    for (const auto& [flag, near] : {std::pair{"--clustr", "--cluster"}, std::pair{"--task-idx", "--task-index"},
+                                     std::pair{"--wiat", "--wait"}}) {
+      auto options = parse({flag, "x"});
+      CHECK(error_of(options) == "unknown option '" + std::string(flag) + "' (did you mean " + near + "? see --help)");
+    }
   }
 }
 

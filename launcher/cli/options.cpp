@@ -234,27 +234,49 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
 
 }  // namespace
 
+namespace {
+
+struct DurationUnit {
+  std::string_view suffix;
+  std::uint64_t milliseconds;
+};
+// "ms" before "m", which it starts with.
+constexpr DurationUnit duration_units[] = {{"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}};
+
+}  // namespace
+
 Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::string_view source) {
   auto fail = [&] {
     return usage_error(std::string(source) + " '" + std::string(text) +
-                       "' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)");
+                       "' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)");
   };
-  std::uint64_t number = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
-  if (error != std::errc{} || end == text.data()) return fail();
-  std::string_view unit(end, static_cast<std::size_t>(text.data() + text.size() - end));
-  std::uint64_t per_unit_ms = 0;
-  if (unit.empty() || unit == "s") per_unit_ms = 1000;
-  else if (unit == "ms") per_unit_ms = 1;
-  else if (unit == "m") per_unit_ms = 60'000;
-  else if (unit == "h") per_unit_ms = 3'600'000;
-  else return fail();
   // A week is far beyond any sensible start-up deadline; larger values are typos.
   constexpr std::uint64_t max_ms = 7ull * 24 * 3'600'000;
-  if (number > max_ms / per_unit_ms) {
-    return usage_error(std::string(source) + " '" + std::string(text) + "' is longer than the maximum of 168h");
+  if (text.empty()) return fail();
+  std::uint64_t total_ms = 0;
+  bool first_part = true;
+  // Parts of a number and a unit ("1h30m", as Go writes durations), or one plain number of seconds.
+  for (std::string_view rest = text; !rest.empty();) {
+    std::uint64_t number = 0;
+    auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), number);
+    if (error != std::errc{} || end == rest.data()) return fail();
+    rest.remove_prefix(static_cast<std::size_t>(end - rest.data()));
+    const bool whole_text_is_a_number = rest.empty() && first_part;
+    first_part = false;
+    std::uint64_t per_unit_ms = 1000;  // a plain number is seconds
+    if (auto unit = std::ranges::find_if(duration_units, [&](const DurationUnit& u) { return rest.starts_with(u.suffix); });
+        unit != std::end(duration_units)) {
+      per_unit_ms = unit->milliseconds;
+      rest.remove_prefix(unit->suffix.size());
+    } else if (!whole_text_is_a_number) {
+      return fail();
+    }
+    if (number > (max_ms - total_ms) / per_unit_ms) {
+      return usage_error(std::string(source) + " '" + std::string(text) + "' is longer than the maximum of 168h");
+    }
+    total_ms += number * per_unit_ms;
   }
-  return std::chrono::milliseconds(static_cast<std::int64_t>(number * per_unit_ms));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(total_ms));
 }
 
 Result<Options> parse_options(std::span<const std::string> args, const Environment& env) {

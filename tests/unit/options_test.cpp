@@ -347,8 +347,8 @@ TEST_CASE("options::parse_options enumerated values") {
       {{}, {{"TFBOOT_LOG_LEVEL", "warning"}}, "TFBOOT_LOG_LEVEL 'warning' must be trace, debug, info, warn or error"},
       {{"--log-format", "xml"}, {}, "--log-format 'xml' must be text or json"},
       {{}, {{"TFBOOT_LOG_FORMAT", "JSON"}}, "TFBOOT_LOG_FORMAT 'JSON' must be text or json"},
-      {{"--wait=1x"}, {}, "--wait '1x' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
-      {{}, {{"TFBOOT_WAIT", "-1"}}, "TFBOOT_WAIT '-1' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
+      {{"--wait=1x"}, {}, "--wait '1x' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
+      {{}, {{"TFBOOT_WAIT", "-1"}}, "TFBOOT_WAIT '-1' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{"--wait", "200h"}, {}, "--wait '200h' is longer than the maximum of 168h"},
   };
   for (const auto& row : rejected) {
@@ -556,11 +556,11 @@ TEST_CASE("options::parse_options reports the first of several bad values") {
     std::string error;
   };
   const Row rows[] = {
-      {{"--wait", "x", "--env-check", "y"}, "--wait 'x' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
+      {{"--wait", "x", "--env-check", "y"}, "--wait 'x' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{"--control-port", "x", "--log-level", "y"},
        "--control-port 'x' must be a port number 1..65535, or 0 to turn the control channel off"},
       {{"--stop-grace", "9x", "--log-format", "xml"},
-       "--stop-grace '9x' is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)"},
+       "--stop-grace '9x' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{"--address", "dns", "--wait", "x"}, "--address 'dns' must be name or ip"},
       {{"--env-check", "y", "--log-format", "xml"}, "--env-check 'y' must be warn, fail or off"},
   };
@@ -590,23 +590,28 @@ TEST_CASE("options::parse_duration") {
                                                         {"168h", 168h},
                                                         {"10080m", 168h},
                                                         {"604800", 168h},
-                                                        {"604800000ms", 168h}}) {
+                                                        {"604800000ms", 168h},
+                                                        {"1m30s", 90s},
+                                                        {"1h30m", 90min},
+                                                        {"5m5s", 305s},
+                                                        {"1h0m0s500ms", 1h + 500ms},
+                                                        {"167h60m", 168h}}) {
     CAPTURE(text);
     auto duration = parse_duration(text, "--wait");
     REQUIRE(duration);
     CHECK(duration->count() == expected.count());
   }
 
-  const std::string hint = " is not a duration (use e.g. 500ms, 30s, 15m, 1h or plain seconds)";
-  for (const std::string text : {"1x", "-1", "", "ms", "s", "1.5s", " 5s", "5s ", "+5", "5 s", "5sec", "1H", "1d", "5m5s", "0x10",
-                           "99999999999999999999999"}) {
+  const std::string hint = " is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)";
+  for (const std::string text : {"1x", "-1", "", "ms", "s", "1.5s", " 5s", "5s ", "+5", "5 s", "5sec", "1H", "1d", "1m30", "s5",
+                           "0x10", "99999999999999999999999"}) {
     CAPTURE(text);
     auto duration = parse_duration(text, "TFBOOT_WAIT");
     CHECK(code_of(duration) == 2);
     CHECK(error_of(duration) == "TFBOOT_WAIT '" + std::string(text) + "'" + hint);
   }
 
-  for (const std::string text : {"169h", "10081m", "604801", "604800001ms", "100000h", "18446744073709551615"}) {
+  for (const std::string text : {"169h", "10081m", "604801", "604800001ms", "100000h", "18446744073709551615", "168h1ms"}) {
     CAPTURE(text);
     auto duration = parse_duration(text, "--wait");
     CHECK(code_of(duration) == 2);

@@ -117,6 +117,20 @@ std::vector<std::string> unknown_twins(const Environment& env) {
   return warnings;
 }
 
+// What tfboot local reads (README: tfboot local); the others are about DNS, pods and the control
+// channel, which it has none of.
+constexpr std::string_view local_options[] = {"cluster", "log-root", "stop-grace", "log-level", "log-format",
+                                              "evaluator-in-cluster"};
+
+std::vector<std::string> ignored_by_local(const std::map<std::string, Setting, std::less<>>& given) {
+  std::vector<std::string> warnings;
+  for (const auto& [name, setting] : given) {
+    if (std::ranges::find(local_options, name) != std::end(local_options)) continue;
+    warnings.push_back(setting.source + " does not apply to tfboot local and is ignored");
+  }
+  return warnings;
+}
+
 Result<bool> parse_bool(const Setting& setting) {
   std::string lower = setting.value;
   std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -341,7 +355,10 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
   }
   command.assign(args.begin() + static_cast<std::ptrdiff_t>(position), args.end());
   auto options = build_options(mode, raw, std::move(command));
-  if (options) options->warnings = unknown_twins(env);
+  if (options) {
+    options->warnings = unknown_twins(env);
+    if (mode == Mode::local) std::ranges::move(ignored_by_local(raw), std::back_inserter(options->warnings));
+  }
   return options;
 }
 

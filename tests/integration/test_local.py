@@ -112,6 +112,15 @@ def test_python_output_is_unbuffered_unless_the_user_says_otherwise(tfboot, tmp_
         assert result.stdout == f"[worker:0] PYTHONUNBUFFERED={expected}\n"
 
 
+def test_options_that_do_not_apply_are_named(tfboot, tmp_path):
+    result = subprocess.run([tfboot, "local", "--cluster", "worker=1", "--port", "3000", "--", "true"],
+                            env={**ENV, "TFBOOT_WAIT": "1m"}, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    warnings = [line.split(" warning ", 1)[1] for line in result.stderr.splitlines() if " warning " in line]
+    assert warnings == ["--port does not apply to tfboot local and is ignored",
+                        "TFBOOT_WAIT does not apply to tfboot local and is ignored"]
+
+
 def test_missing_command_is_127(tfboot, tmp_path):
     result = subprocess.run([tfboot, "local", "--", "no-such-command-xyz"], env=ENV, cwd=tmp_path,
                             capture_output=True, text=True, timeout=30)

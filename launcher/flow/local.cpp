@@ -93,10 +93,34 @@ struct LocalJob {
   std::size_t coordinator;
   StopSchedule stop;
   std::optional<int> result;
+  std::string outcome;                    // why the job ends, for the closing line
+  bool ended_by_signal = false;           // a user's Ctrl-C or SIGTERM decided, not a task
+  std::vector<int> sent = std::vector<int>(tasks.size(), 0);  // the last signal tfboot sent each task
+  int stop_requests = 0;
 
-  void stop_now() {
-    children.signal_running(SIGTERM);
+  std::string running_tasks() const {
+    std::string names;
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (children.running(i)) names += (names.empty() ? "" : ", ") + task_name(tasks[i].type, tasks[i].index);
+    }
+    return names;
+  }
+  void signal_running(int signal_number) {
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      if (!children.running(i)) continue;
+      children.signal(i, signal_number);
+      sent[i] = signal_number;
+    }
+  }
+  // `signal_number` now (SIGTERM, or the user's SIGINT as it is), SIGKILL after --stop-grace.
+  void stop_now(int signal_number) {
+    const std::string waiting_for = running_tasks();
+    signal_running(signal_number);
     stop.terminated(SteadyClock::now());
+    if (!waiting_for.empty()) {
+      log::info("waiting up to {} (--stop-grace) for {} to end after {}; Ctrl-C again to kill now",
+                seconds_text(stop.grace()), waiting_for, signal_name(signal_number));
+    }
   }
   void on_signal(int signal_number) {
     // Ctrl-C and SIGTERM stop the job; every other signal, SIGHUP included, is the tasks' own
@@ -105,17 +129,30 @@ struct LocalJob {
       children.signal_running(signal_number);
       return;
     }
+    if (++stop_requests >= 2) {
+      log::warn("second stop signal: killing {} now", running_tasks());
+      signal_running(SIGKILL);
+      return;
+    }
     log::info("{}: stopping all tasks", signal_name(signal_number));
-    if (!result) result = exit_code::signal_base + signal_number;
-    stop_now();
+    if (!result) {
+      result = exit_code::signal_base + signal_number;
+      outcome = "stopped by " + signal_name(signal_number);
+      ended_by_signal = true;
+    }
+    stop_now(signal_number);
   }
   void on_exit(std::size_t child, int status) {
-    log::info("{}exited with status {}", tasks[child].label(), status);
+    const std::string task = task_name(tasks[child].type, tasks[child].index);
+    const bool stopped_by_us = sent[child] != 0 && status == exit_code::signal_base + sent[child];
+    if (stopped_by_us) log::info("{}stopped by tfboot ({})", tasks[child].label(), signal_name(sent[child]));
+    else log::info("{}exited with status {}", tasks[child].label(), status);
     if (result) return;
     if (status != 0) {
       result = status;
+      outcome = task + " exited with status " + std::to_string(status);
       log::error("{}failed; stopping the other tasks", tasks[child].label());
-      stop_now();
+      stop_now(SIGTERM);
     } else if (child == coordinator && children.any_running()) {
       result = exit_code::ok;
       log::info("{}is done, and so is the job: the other tasks end within {}", tasks[child].label(),
@@ -126,12 +163,25 @@ struct LocalJob {
   void on_time() {
     const Instant now = SteadyClock::now();
     for (auto step = stop.due(now); step != StopSchedule::Step::none; step = stop.due(now)) {
-      children.signal_running(step == StopSchedule::Step::terminate ? SIGTERM : SIGKILL);
+      if (step == StopSchedule::Step::terminate) {
+        stop_now(SIGTERM);
+      } else {
+        log::warn("killing {} (SIGKILL): still running {} after the stop", running_tasks(), seconds_text(stop.grace()));
+        signal_running(SIGKILL);
+      }
     }
+  }
+  // One line that says how the run ended and with which status tfboot exits.
+  void say_how_it_ended(const std::string& log_root) const {
+    const int status = result.value_or(exit_code::ok);
+    if (status == exit_code::ok) log::info("job done; exiting 0; logs under {}", log_root);
+    else if (ended_by_signal) log::info("{}; exiting {}", outcome, status);
+    else log::error("job failed: {}; exiting {}", outcome, status);
   }
 };
 
-int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace) {
+int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace,
+                    const std::string& log_root) {
   // chief:0, else worker:0: the first task in TF_CONFIG order.
   LocalJob job{children, tasks, 0, StopSchedule(stop_grace)};
   std::vector<pollfd> none;
@@ -144,6 +194,7 @@ int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std
     job.on_time();
   }
   children.drain_output(1s);
+  job.say_how_it_ended(log_root);
   return job.result.value_or(exit_code::ok);
 }
 
@@ -178,9 +229,7 @@ Result<int> run_local(const Options& options, const Environment& /*env*/, const 
       return std::unexpected(started.error());
     }
   }
-  int result = supervise_tasks(**children, *tasks, options.stop_grace);
-  if (result == exit_code::ok) log::info("{} done; logs under {}", tasks->size() == 1 ? std::string("the task") : "all " + counted(tasks->size(), "task"), log_root);
-  return result;
+  return supervise_tasks(**children, *tasks, options.stop_grace, log_root);
 }
 
 }  // namespace tfboot

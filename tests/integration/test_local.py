@@ -48,6 +48,7 @@ def test_first_failure_stops_the_others_and_sets_the_exit_code(tfboot, tmp_path)
     assert result.returncode == 7, result.stderr
     assert time.monotonic() - started < 8
     assert "[worker:1] failed; stopping the other tasks" in result.stderr
+    assert result.stderr.splitlines()[-1].endswith(" error job failed: worker:1 exited with status 7; exiting 7")
 
 
 def test_coordinator_done_ends_servers_that_never_exit(tfboot, tmp_path):
@@ -60,7 +61,8 @@ def test_coordinator_done_ends_servers_that_never_exit(tfboot, tmp_path):
     assert time.monotonic() - started < 15  # 1 s of work, 5 s to end by themselves, then SIGTERM
     assert "[chief:0] is done, and so is the job" in result.stderr
     for task in ("ps:0", "worker:0", "worker:1"):
-        assert f"[{task}] exited with status {128 + signal.SIGTERM}" in result.stderr
+        assert f"[{task}] stopped by tfboot (SIGTERM)" in result.stderr
+    assert result.stderr.splitlines()[-1].endswith(f" job done; exiting 0; logs under ./logs")
 
 
 def test_sigterm_stops_all_tasks(tfboot, tmp_path):
@@ -119,6 +121,29 @@ def test_options_that_do_not_apply_are_named(tfboot, tmp_path):
     warnings = [line.split(" warning ", 1)[1] for line in result.stderr.splitlines() if " warning " in line]
     assert warnings == ["--port does not apply to tfboot local and is ignored",
                         "TFBOOT_WAIT does not apply to tfboot local and is ignored"]
+
+
+def test_ctrl_c_reaches_the_tasks_as_sigint_and_a_second_one_kills_at_once(tfboot, tmp_path):
+    # The tasks say INT and carry on (as TensorFlow's coordination service may while it waits for
+    # peers): the first Ctrl-C says what tfboot waits for, the second one kills without waiting.
+    script = 'trap "echo INT" INT; echo ready; while :; do sleep 0.1; done'
+    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] ready", "[worker:1] ready"]
+        proc.send_signal(signal.SIGINT)
+        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] INT", "[worker:1] INT"]
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert time.monotonic() - started < 5, "not the 30 s of --stop-grace"
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "waiting up to 30s (--stop-grace) for worker:0, worker:1 to end after SIGINT; Ctrl-C again to kill now" in err
+    assert "second stop signal: killing worker:0, worker:1 now" in err
+    assert "[worker:0] stopped by tfboot (SIGKILL)" in err and "[worker:1] stopped by tfboot (SIGKILL)" in err
+    assert err.splitlines()[-1].endswith(" info stopped by SIGINT; exiting 130")
 
 
 def test_missing_command_is_127(tfboot, tmp_path):

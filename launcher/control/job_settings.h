@@ -26,6 +26,7 @@ struct JobSettings {
   bool supervise = false;             // init mode: the link is kept after the start
   std::string hostname;               // this task's host name, for messages
   std::string own_name;               // this task's DNS name as in TF_CONFIG
+  std::string coordinator_name;       // the coordinator's DNS name as in TF_CONFIG, for messages
   std::vector<std::string> own_addresses;
   // Called before each connection attempt (not on the coordinator): the coordinator's current
   // numeric addresses, or an error text ("NXDOMAIN", ...) while it does not resolve.

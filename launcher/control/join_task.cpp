@@ -69,7 +69,8 @@ class TaskBarrier {
       next_heartbeat_ = now + settings_.heartbeat_every;
     }
     if (now >= next_progress_) {
-      log::info("start barrier: waiting for the start after {}: {}", seconds_text(now - started_), last_seen_);
+      log::info("start barrier: waiting for the start after {} of {}: {}", seconds_text(now - started_),
+                seconds_text(settings_.start_timeout), last_seen_);
       next_progress_ = now + settings_.progress_every;
     }
   }
@@ -79,9 +80,11 @@ class TaskBarrier {
       auto addresses = settings_.coordinator_addresses ? settings_.coordinator_addresses()
                                                       : make_error(exit_code::usage, "no way to find the coordinator's address");
       if (!addresses || addresses->empty()) {
-        return retry_later("the coordinator " + settings_.coordinator.text() + " has no address yet: " +
+        coordinator_unresolved_ = true;
+        return retry_later("the coordinator " + coordinator_text() + " has no address yet: " +
                                (addresses ? "none" : addresses.error().message), now);
       }
+      coordinator_unresolved_ = false;
       addresses_ = std::move(*addresses);
       next_address_ = 0;
     }
@@ -151,8 +154,17 @@ class TaskBarrier {
   Result<std::unique_ptr<JobLink>> give_up() {
     std::string seen = "last: " + last_seen_;
     if (!last_refusal_.empty() && last_refusal_ != last_seen_) seen += "; earlier: " + last_refusal_;
+    if (coordinator_unresolved_) {
+      seen += "; check that the coordinator's pod runs and that its name is published (a headless Service with "
+              "publishNotReadyAddresses: true, the pod's hostname and subdomain)";
+    }
     return make_error(exit_code::start_barrier_incomplete, "start barrier incomplete after " + seconds_text(settings_.start_timeout) +
-                                                               ": no start from the coordinator " + settings_.coordinator.text() + "; " + seen);
+                                                               ": no start from the coordinator " + coordinator_text() + "; " + seen);
+  }
+
+  // "worker:0 (mnist-worker-0.mnist.default.svc.cluster.local)": the task and the name asked.
+  std::string coordinator_text() const {
+    return settings_.coordinator.text() + (settings_.coordinator_name.empty() ? "" : " (" + settings_.coordinator_name + ")");
   }
 
   const JobSettings& settings_;
@@ -172,6 +184,7 @@ class TaskBarrier {
   std::size_t next_address_ = 0;
   int failures_ = 0;
   std::string last_seen_ = "not connected yet";
+  bool coordinator_unresolved_ = false;  // the last look-up of its name gave no address
   std::string last_refusal_;
 };
 

@@ -102,6 +102,7 @@ Result<JobSettings> settings_for(const Options& options, const Plan& plan, const
   if (const PeerAddress* own = peer_of(plan, settings.self)) settings.own_name = own->name;
   settings.own_addresses = routable_addresses(facts.interface_addresses);
   const PeerAddress coordinator = *peer_of(plan, settings.coordinator);
+  settings.coordinator_name = coordinator.name;
   // Asked again before each connection: a restarted coordinator pod comes back with a new IP.
   settings.coordinator_addresses = [options, facts, coordinator]() { return resolve_once(options, facts, coordinator, 2s); };
   if (options.wait.count() > 0) {

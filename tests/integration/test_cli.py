@@ -219,3 +219,17 @@ def test_a_mistyped_twin_is_warned_about_with_the_nearest_one(run_tfboot, tmp_pa
     assert result.returncode == 0, result.stderr
     warnings = [line.split(" warning ", 1)[1] for line in result.stderr.splitlines() if " warning " in line]
     assert warnings == ["TFBOOT_CLUSTR is not an option's environment twin and is ignored; did you mean TFBOOT_CLUSTER?"]
+
+
+def test_a_coordinator_whose_name_never_resolves_is_named_with_what_to_check(run_tfboot, tmp_path):
+    # --wait 0: no DNS wait, but the barrier still needs the coordinator's address (the DNS server
+    # is a closed port on loopback, so its name never resolves).
+    result = run_tfboot(["--wait", "0", "--start-timeout", "2s", "--dns-server", "127.0.0.1:9", "--log-root",
+                         str(tmp_path / "logs"), "--", "true"],
+                        env={"TFBOOT_CLUSTER": "worker=2", "POD_NAME": "a-worker-1"})
+    assert result.returncode == 5, result.stderr
+    error = one_error_line(result)
+    assert "start barrier incomplete after 2s: no start from the coordinator worker:0 (a-worker-0); last: the coordinator " \
+           "worker:0 (a-worker-0) has no address yet: " in error
+    assert error.endswith("; check that the coordinator's pod runs and that its name is published (a headless Service "
+                          "with publishNotReadyAddresses: true, the pod's hostname and subdomain)")

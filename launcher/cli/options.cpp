@@ -362,6 +362,16 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
   return options;
 }
 
+LogFormat requested_log_format(std::span<const std::string> args, const Environment& env) {
+  std::string_view format;
+  if (auto twin = env.find("TFBOOT_LOG_FORMAT"); twin != env.end()) format = twin->second;
+  for (std::size_t i = 0; i < args.size() && args[i] != "--"; ++i) {
+    if (args[i] == "--log-format" && i + 1 < args.size()) format = args[i + 1];
+    else if (args[i].starts_with("--log-format=")) format = std::string_view(args[i]).substr(13);
+  }
+  return format == "json" ? LogFormat::json : LogFormat::text;
+}
+
 std::string help_text() {
   std::string text =
       "usage: tfboot [OPTIONS] [--] [COMMAND [ARG...]]        run as a task (default COMMAND: python train.py)\n"

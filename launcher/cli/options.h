@@ -71,4 +71,9 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text, std::str
 
 std::string help_text();
 
+// The log format asked for, read apart from parse_options so that its own errors are written in
+// it too: json with --log-format json (or =json) before the command, or TFBOOT_LOG_FORMAT=json
+// (the flag wins); else text.
+LogFormat requested_log_format(std::span<const std::string> args, const Environment& env);
+
 }  // namespace tfboot

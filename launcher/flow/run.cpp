@@ -113,7 +113,11 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
   StartupReport report{TFBOOT_VERSION_STRING, plan.identity, plan.hostname.name, plan.peers, dns.names, dns.servers,
                        dns.warnings, tf_config, launch.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
   for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
-  if (auto written = write_task_files(log_dir, report); !written) return std::unexpected(written.error());
+  if (auto written = write_task_files(log_dir, report); !written) {
+    const std::string root = options.log_root ? quoted(*options.log_root)
+                                              : "the default --log-root '/logs' (mount a volume there, or set --log-root or TFBOOT_LOG_ROOT)";
+    return make_error(written.error().code, written.error().message + "; the log dir is under " + root);
+  }
   log::info("log dir {}", log_dir);
   launch.environment = task_environment(inherited, tf_config, log_dir, plan.identity.type, plan.identity.index);
   return launch;
@@ -214,6 +218,7 @@ int run(int argc, char** argv, char** envp) {
     const ProcessEnvironment env = environment_from(envp);
     auto options = parse_options(args, env.map);
     if (!options) {
+      log::configure("info", requested_log_format(args, env.map));
       log::error("{}", options.error().message);
       return options.error().code;
     }

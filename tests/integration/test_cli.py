@@ -165,7 +165,8 @@ def test_unwritable_log_root_is_exit_4(run_tfboot, tmp_path):
     env = {"POD_NAME": "m-worker-0", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0", "TFBOOT_LOG_ROOT": str(blocker / "sub")}
     result = run_tfboot(["--", "touch", str(tmp_path / "ran")], env=env)
     assert result.returncode == 4
-    assert "TFBOOT_LOG_ROOT" in one_error_line(result) or str(blocker) in one_error_line(result)
+    assert one_error_line(result).endswith(f"cannot create directory '{blocker}/sub': Not a directory; the log dir is under "
+                                           f"TFBOOT_LOG_ROOT '{blocker}/sub'")
     assert not (tmp_path / "ran").exists()
 
 
@@ -205,6 +206,16 @@ def test_json_log_format_is_one_object_per_line(run_tfboot, tmp_path):
     assert ok.returncode == 0
     records = [json.loads(line) for line in ok.stderr.splitlines()]
     assert any(r.get("task") == "worker:0" and r["message"].startswith("identity worker:0") for r in records)
+
+
+@pytest.mark.parametrize("args, env", [(["--bogus"], {"TFBOOT_LOG_FORMAT": "json"}),
+                                       (["--log-format", "json", "--wait", "1x"], {}),
+                                       (["--log-format=json", "--cluster"], {})])
+def test_option_errors_are_written_in_the_log_format_asked_for(run_tfboot, args, env):
+    result = run_tfboot(args, env=env)
+    assert result.returncode == 2
+    lines = [json.loads(line) for line in result.stderr.splitlines()]
+    assert len(lines) == 1 and lines[0]["level"] == "error", result.stderr
 
 
 def test_log_level_warn_silences_info(run_tfboot, tmp_path):

@@ -60,7 +60,10 @@ Answer from_hostname(const IdentityInputs& in) {
   std::string source = "hostname '" + in.hostname.name + "' (from " + in.hostname.source + ")";
   auto parts = split_hostname(in.hostname.name);
   if (!parts) {
-    return usage_error(source + " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index");
+    // Every hint at once: without an ordinal the peers' names cannot be derived either.
+    return usage_error(source + " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and " +
+                       (in.options.peer_template ? "--task-index" : "--task-index, and --peer-template for the peers' names") +
+                       "; or run every task on this machine with `tfboot local`");
   }
   if (parts->type) {
     if (auto agrees = check_flag_type(in, *parts->type, source); !agrees) return std::unexpected(agrees.error());

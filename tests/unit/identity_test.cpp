@@ -223,10 +223,14 @@ TEST_CASE("identity::resolve_identity from other sources") {
 
 TEST_CASE("identity::resolve_identity usage errors name their source") {
   const std::string form =
-      " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index";
+      " is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set --task-type and --task-index, and "
+      "--peer-template for the peers' names; or run every task on this machine with `tfboot local`";
   check_rows({
       {"container id", {{}, {}, "3a8f9c2d1e0b"}, "error 2: hostname '3a8f9c2d1e0b' (from gethostname())" + form},
       {"no ordinal", {{}, {{"POD_NAME", "mnist-worker"}}, "x"}, "error 2: hostname 'mnist-worker' (from POD_NAME)" + form},
+      {"no ordinal, peers from a template", {{"--peer-template", "w-{index}"}, {{"POD_NAME", "laptop"}}, "x"},
+       "error 2: hostname 'laptop' (from POD_NAME) is not of the form <prefix>-<type>-<ordinal> or <prefix>-<ordinal>; set "
+       "--task-type and --task-index; or run every task on this machine with `tfboot local`"},
       {"trailing dash", {{"--hostname", "trainer-"}, {}, "x"}, "error 2: hostname 'trainer-' (from --hostname)" + form},
       {"leading zero", {{}, {}, "mnist-worker-03"}, "error 2: hostname 'mnist-worker-03' (from gethostname())" + form},
       {"only an ordinal", {{}, {}, "-3"}, "error 2: hostname '-3' (from gethostname())" + form},

@@ -9,6 +9,19 @@ import time
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 
 
+def start_two_workers(tfboot, tmp_path, script):
+    """tfboot local with two workers running `script`, once both printed "ready"."""
+    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert next_lines(proc, 2) == ["[worker:0] ready", "[worker:1] ready"]
+    return proc
+
+
+def next_lines(proc, count):
+    """The next `count` lines of the tasks' output, sorted (the tasks run concurrently)."""
+    return sorted(proc.stdout.readline().strip() for _ in range(count))
+
+
 def test_default_two_workers_with_own_tf_config_and_prefixed_output(tfboot, tmp_path):
     result = subprocess.run([tfboot, "local", "--", "sh", "-c", 'echo "$TF_CONFIG"; echo "to stderr" >&2'],
                             env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=30)
@@ -82,10 +95,8 @@ def test_sigterm_stops_all_tasks(tfboot, tmp_path):
 def test_sighup_is_passed_on_to_every_task(tfboot, tmp_path):
     # Each task says HUP once it has one and then ends: the job ends with the tasks' own status.
     script = 'trap "echo HUP; exit 0" HUP; echo ready; while :; do sleep 0.1; done'
-    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", script],
-                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_two_workers(tfboot, tmp_path, script)
     try:
-        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] ready", "[worker:1] ready"]
         proc.send_signal(signal.SIGHUP)
         out, err = proc.communicate(timeout=10)
     finally:
@@ -127,12 +138,10 @@ def test_ctrl_c_reaches_the_tasks_as_sigint_and_a_second_one_kills_at_once(tfboo
     # The tasks say INT and carry on (as TensorFlow's coordination service may while it waits for
     # peers): the first Ctrl-C says what tfboot waits for, the second one kills without waiting.
     script = 'trap "echo INT" INT; echo ready; while :; do sleep 0.1; done'
-    proc = subprocess.Popen([tfboot, "local", "--cluster", "worker=2", "--", "sh", "-c", script],
-                            env=ENV, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_two_workers(tfboot, tmp_path, script)
     try:
-        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] ready", "[worker:1] ready"]
         proc.send_signal(signal.SIGINT)
-        assert sorted(proc.stdout.readline().strip() for _ in range(2)) == ["[worker:0] INT", "[worker:1] INT"]
+        assert next_lines(proc, 2) == ["[worker:0] INT", "[worker:1] INT"]
         started = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)

@@ -8,7 +8,8 @@
 namespace tfboot {
 
 std::string counted(std::size_t count, std::string_view noun) {
-  return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
+  const bool sibilant = noun.ends_with("s") || noun.ends_with("x") || noun.ends_with("sh") || noun.ends_with("ch");
+  return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : sibilant ? "es" : "s");
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

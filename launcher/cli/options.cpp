@@ -53,6 +53,9 @@ constexpr OptionSpec option_table[] = {
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
     {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
+    {"framework", Kind::value, "F", "tensorflow, pytorch or jax: the environment each process gets", "tensorflow", true},
+    {"nproc-per-node", Kind::value, "N", "processes of the command per task: a number, gpu, cpu or auto (pytorch, jax)",
+     "1", true},
     {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info", true},
     {"log-format", Kind::value, "F", "text or json (one object per line)", "text", true},
 };
@@ -119,8 +122,8 @@ std::vector<std::string> unknown_twins(const Environment& env) {
 
 // What tfboot local reads (README: tfboot local); the others are about DNS, pods and the control
 // channel, which it has none of.
-constexpr std::string_view local_options[] = {"cluster", "log-root", "stop-grace", "log-level", "log-format",
-                                              "evaluator-in-cluster"};
+constexpr std::string_view local_options[] = {"cluster",    "log-root",       "stop-grace",    "log-level",
+                                              "log-format", "evaluator-in-cluster", "framework", "nproc-per-node"};
 
 std::vector<std::string> ignored_by_local(const std::map<std::string, Setting, std::less<>>& given) {
   std::vector<std::string> warnings;
@@ -152,6 +155,8 @@ constexpr Choice<AddressMode> address_choices[] = {{"name", AddressMode::name}, 
 constexpr Choice<EnvCheck> env_check_choices[] = {{"warn", EnvCheck::warn}, {"fail", EnvCheck::fail}, {"off", EnvCheck::off}};
 constexpr Choice<std::string_view> log_level_choices[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
+constexpr Choice<Framework> framework_choices[] = {
+    {"tensorflow", Framework::tensorflow}, {"pytorch", Framework::pytorch}, {"jax", Framework::jax}};
 constexpr Choice<LogFormat> log_format_choices[] = {{"text", LogFormat::text}, {"json", LogFormat::json}};
 
 // "--address 'x' must be name or ip" when the setting is none of the words.
@@ -239,9 +244,13 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
                        choose("log-level", log_level_choices, options.log_level),
-                       choose("log-format", log_format_choices, options.log_format)}) {
+                       choose("log-format", log_format_choices, options.log_format),
+                       choose("framework", framework_choices, options.framework)}) {
     if (!checked) return std::unexpected(checked.error());
   }
+  options.framework_given = raw.contains("framework");
+  options.nproc_per_node = *get("nproc-per-node");
+  options.nproc_per_node_given = raw.contains("nproc-per-node");
   options.control_secret_file = get("control-secret-file");
   return options;
 }

@@ -19,6 +19,8 @@ enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };
 enum class EnvCheck { warn, fail, off };
+// Whose environment each process of the command gets (README: PyTorch and JAX).
+enum class Framework { tensorflow, pytorch, jax };
 
 // Made by parse_options, which sets every default from its option table (README: Command line):
 // the defaults are written there once, not here.
@@ -50,6 +52,11 @@ struct Options {
   EnvCheck env_check{};
   std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;
+  Framework framework{};
+  bool framework_given = false;  // --framework or its twin, not the default
+  // N, gpu, cpu or auto, resolved with the host's facts (framework/nodes.h).
+  Setting nproc_per_node;
+  bool nproc_per_node_given = false;
   // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
   // StatefulSet does not restart a finished job.
   bool idle_when_done = false;

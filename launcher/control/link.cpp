@@ -52,9 +52,9 @@ class CoordinatorLink final : public JobLink {
     return events;
   }
 
-  void report_exit(int status) override {
+  void report_exit(int status, const std::string& detail) override {
     std::vector<JobEvent> ignored;  // our own command's end: the supervisor knows it already
-    apply(monitor_.on_own_exit(status), ignored);
+    apply(monitor_.on_own_exit(status, detail), ignored);
   }
 
   void finish(std::chrono::milliseconds at_most) override {
@@ -77,7 +77,7 @@ class CoordinatorLink final : public JobLink {
       }
       auto next = monitor_.on_message(task, *message, now);
       if (!next.events.empty() || next.broadcast) decision = std::move(next);
-      if (const Exit* exit = std::get_if<Exit>(&*message)) log::info("{} exited with {}", task.text(), describe_status(exit->status));
+      if (const Exit* exit = std::get_if<Exit>(&*message)) log::info("{} exited with {}{}{}", task.text(), describe_status(exit->status), exit->detail.empty() ? "" : ": ", exit->detail);
     }
     return decision;
   }
@@ -153,8 +153,8 @@ class TaskLink final : public JobLink {
     return events;
   }
 
-  void report_exit(int status) override {
-    if (channel_) channel_->send(Exit{status});
+  void report_exit(int status, const std::string& detail) override {
+    if (channel_) channel_->send(Exit{status, detail});
   }
 
   void finish(std::chrono::milliseconds at_most) override {

@@ -37,7 +37,8 @@ class JobLink {
   // Our own command ended with `status` (exit code, 128+N for signal N). A task tells the
   // coordinator; the coordinator tells every task "done" (0) or "stop" (non-zero), unless the
   // job was decided before.
-  virtual void report_exit(int status) = 0;
+  // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
+  virtual void report_exit(int status, const std::string& detail = "") = 0;
   // Delivers what is queued and closes, waiting at most `at_most`.
   virtual void finish(std::chrono::milliseconds at_most) = 0;
 

@@ -139,8 +139,8 @@ class LinkJobView final : public JobView {
     }
     return std::nullopt;
   }
-  void report_exit(int exit_code) override {
-    link_.report_exit(exit_code);
+  void report_exit(int exit_code, const std::string& detail) override {
+    link_.report_exit(exit_code, detail);
     link_.finish(5s);
   }
 

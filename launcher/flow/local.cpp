@@ -8,10 +8,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "base/log.h"
 #include "base/text.h"
 #include "base/unique_fd.h"
+#include "flow/processes.h"
+#include "framework/nodes.h"
+#include "plan/host_facts.h"
 #include "plan/cluster.h"
 #include "plan/identity.h"
 #include "plan/tf_config.h"
@@ -30,7 +34,15 @@ struct LocalTask {
   int index;
   std::string tf_config;
   std::string log_dir;
+  int port = 0;
   std::string label() const { return "[" + task_name(type, index) + "] "; }
+};
+
+// One process of a task: a task is one process for TensorFlow, --nproc-per-node for PyTorch and JAX.
+struct LocalProcess {
+  const LocalTask* task;
+  std::string label;  // "[worker:1] ", "[worker:1 rank 3] "
+  std::string name;   // "worker:1", "worker:1 rank 3"
 };
 
 // Free ports on 127.0.0.1: every socket stays bound until all are chosen so no two tasks share one.
@@ -64,6 +76,7 @@ Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterS
   std::vector<PeerAddress> peers;
   std::vector<std::string> addresses;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
+    tasks[i].port = (*ports)[i];
     peers.push_back(PeerAddress{tasks[i].type, tasks[i].index, "127.0.0.1", (*ports)[i], false});
     addresses.push_back(join_host_port("127.0.0.1", (*ports)[i]));
   }
@@ -89,28 +102,36 @@ Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std
 // The job's rules, as job supervision applies them across pods (README: tfboot local).
 struct LocalJob {
   ChildSet& children;
-  const std::vector<LocalTask>& tasks;
-  std::size_t coordinator;
+  const std::vector<LocalProcess>& processes;
   StopSchedule stop;
+  std::function<std::string(std::size_t)> failure_detail;  // a failed rank's own account, or ""
   std::optional<int> result;
   std::string outcome;                    // why the job ends, for the closing line
   bool ended_by_signal = false;           // a user's Ctrl-C or SIGTERM decided, not a task
-  std::vector<int> sent = std::vector<int>(tasks.size(), 0);  // the last signal tfboot sent each task
+  std::vector<int> sent = std::vector<int>(processes.size(), 0);  // the last signal tfboot sent each process
   int stop_requests = 0;
 
   std::string running_tasks() const {
     std::string names;
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
-      if (children.running(i)) names += (names.empty() ? "" : ", ") + task_name(tasks[i].type, tasks[i].index);
+    for (std::size_t i = 0; i < processes.size(); ++i) {
+      if (children.running(i)) names += (names.empty() ? "" : ", ") + processes[i].name;
     }
     return names;
   }
   void signal_running(int signal_number) {
-    for (std::size_t i = 0; i < tasks.size(); ++i) {
+    for (std::size_t i = 0; i < processes.size(); ++i) {
       if (!children.running(i)) continue;
       children.signal(i, signal_number);
       sent[i] = signal_number;
     }
+  }
+  // The coordinator (chief:0, else worker:0: the first task in TF_CONFIG order) has ended, all of
+  // its processes.
+  bool coordinator_ended() const {
+    for (std::size_t i = 0; i < processes.size(); ++i) {
+      if (processes[i].task == processes[0].task && children.running(i)) return false;
+    }
+    return true;
   }
   // `signal_number` now (SIGTERM, or the user's SIGINT as it is), SIGKILL after --stop-grace.
   void stop_now(int signal_number) {
@@ -143,20 +164,21 @@ struct LocalJob {
     stop_now(signal_number);
   }
   void on_exit(std::size_t child, int status) {
-    const std::string task = task_name(tasks[child].type, tasks[child].index);
+    const LocalProcess& process = processes[child];
     const bool stopped_by_us = sent[child] != 0 && status == exit_code::signal_base + sent[child];
-    if (stopped_by_us) log::info("{}stopped by tfboot ({})", tasks[child].label(), signal_name(sent[child]));
-    else log::info("{}exited with status {}", tasks[child].label(), status);
+    if (stopped_by_us) log::info("{}stopped by tfboot ({})", process.label, signal_name(sent[child]));
+    else log::info("{}exited with status {}", process.label, status);
     if (result) return;
     if (status != 0) {
       result = status;
-      outcome = task + " exited with status " + std::to_string(status);
-      log::error("{}failed; stopping the other tasks", tasks[child].label());
+      const std::string detail = failure_detail ? failure_detail(child) : "";
+      outcome = process.name + " exited with status " + std::to_string(status) + (detail.empty() ? "" : ": " + detail);
+      log::error("{}failed{}{}; stopping the other tasks", process.label, detail.empty() ? "" : ": ", detail);
       stop_now(SIGTERM);
-    } else if (child == coordinator && children.any_running()) {
+    } else if (process.task == processes[0].task && coordinator_ended() && children.any_running()) {
       result = exit_code::ok;
-      log::info("{}is done, and so is the job: the other tasks end within {}", tasks[child].label(),
-                seconds_text(finish_window));
+      log::info("[{}] is done, and so is the job: the other tasks end within {}",
+                task_name(process.task->type, process.task->index), seconds_text(finish_window));
       stop.terminate_at(SteadyClock::now() + finish_window);
     }
   }
@@ -180,10 +202,9 @@ struct LocalJob {
   }
 };
 
-int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std::chrono::milliseconds stop_grace,
-                    const std::string& log_root) {
-  // chief:0, else worker:0: the first task in TF_CONFIG order.
-  LocalJob job{children, tasks, 0, StopSchedule(stop_grace)};
+int supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& processes, std::chrono::milliseconds stop_grace,
+                    const std::string& log_root, std::function<std::string(std::size_t)> failure_detail) {
+  LocalJob job{children, processes, StopSchedule(stop_grace), std::move(failure_detail)};
   std::vector<pollfd> none;
   // Until every task's end has been handled, not just reaped: tasks that end together are
   // reaped in one wake-up, and each one's status still counts (a failure among them decides).
@@ -200,7 +221,7 @@ int supervise_tasks(ChildSet& children, const std::vector<LocalTask>& tasks, std
 
 }  // namespace
 
-Result<int> run_local(const Options& options, const Environment& /*env*/, const std::vector<std::string>& inherited) {
+Result<int> run_local(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {
   Setting cluster_setting = options.cluster.value_or(Setting{"worker=2", "default cluster"});
   auto spec = parse_cluster_spec(cluster_setting);
   if (!spec) return std::unexpected(spec.error());
@@ -215,21 +236,59 @@ Result<int> run_local(const Options& options, const Environment& /*env*/, const 
   if (!tasks) return std::unexpected(tasks.error());
   if (auto written = write_all_task_files(*tasks, command); !written) return std::unexpected(written.error());
 
+  // The nodes' view for PyTorch and JAX: chief and workers in order, the first one the master.
+  std::vector<PeerAddress> peers;
+  for (const LocalTask& task : *tasks) peers.push_back(PeerAddress{task.type, task.index, "127.0.0.1", task.port, false});
+  const HostFacts facts = gather_host_facts(options);
+  std::vector<NodeJob> nodes;
+  std::vector<TaskProcesses> launches;
+  std::vector<LocalProcess> processes;
+  std::vector<CommandProcess> specs;
+  std::vector<std::pair<std::size_t, std::size_t>> owner;  // process -> (task, local process)
+  const Setting nproc = options.nproc_per_node;
+  for (std::size_t t = 0; t < tasks->size(); ++t) {
+    auto node = plan_nodes(options.framework, nproc, peers, (*tasks)[t].type, (*tasks)[t].index, facts, env);
+    if (!node) return std::unexpected(node.error());
+    if (options.framework == Framework::tensorflow && node->local_world_size != 1) {
+      return usage_error(quoted(nproc) + " applies to --framework pytorch and jax; a TensorFlow task is one process");
+    }
+    nodes.push_back(*node);
+  }
+  for (std::size_t t = 0; t < tasks->size(); ++t) {
+    const LocalTask& task = (*tasks)[t];
+    TaskProcesses launch;
+    launch.command = command;
+    launch.tf_config = options.framework == Framework::tensorflow ? task.tf_config : "";
+    launch.log_dir = task.log_dir;
+    launch.type = task.type;
+    launch.index = task.index;
+    launch.host = "127.0.0.1";
+    if (options.framework != Framework::tensorflow) launch.extra = {"NCCL_SOCKET_IFNAME=lo", "GLOO_SOCKET_IFNAME=lo"};
+    launch.label_prefix = "[" + task_name(task.type, task.index) + " ";
+    launch.always_label = true;
+    clear_error_files(nodes[t], task.log_dir);
+    auto made = command_processes(launch, nodes[t], inherited, env);
+    for (std::size_t p = 0; p < made.size(); ++p) {
+      std::string name = task_name(task.type, task.index) + (options.framework == Framework::tensorflow ? "" : " " + made[p].name);
+      processes.push_back(LocalProcess{&task, made[p].spec.output_label, name});
+      owner.emplace_back(t, p);
+      specs.push_back(std::move(made[p]));
+    }
+    launches.push_back(std::move(launch));
+  }
   auto children = ChildSet::create(false);
   if (!children) return std::unexpected(children.error());
   log::info("starting {} of {} on 127.0.0.1; logs under {}", counted(tasks->size(), "task"), cluster_setting.value, log_root);
-  for (const LocalTask& task : *tasks) {
-    auto environment = task_environment(inherited, task.tf_config, task.log_dir, task.type, task.index);
-    // Python buffers a pipe: without this a task's print() would show only when it exits.
-    if (std::ranges::none_of(environment, [](const std::string& entry) { return entry.starts_with("PYTHONUNBUFFERED="); })) {
-      environment.push_back("PYTHONUNBUFFERED=1");
-    }
+  if (specs.size() != tasks->size()) log::info("{} in all, {} per task", counted(specs.size(), "process"), nodes[0].local_world_size);
+  for (const CommandProcess& process : specs) {
     // On failure the ChildSet's destructor stops and reaps the tasks already started.
-    if (auto started = (*children)->start(ChildSpec{command, environment, task.label()}); !started) {
-      return std::unexpected(started.error());
-    }
+    if (auto started = (*children)->start(process.spec); !started) return std::unexpected(started.error());
   }
-  return supervise_tasks(**children, *tasks, options.stop_grace, log_root);
+  auto detail = [&](std::size_t process) {
+    auto [t, p] = owner[process];
+    return failed_process_detail(nodes[t], launches[t], p);
+  };
+  return supervise_tasks(**children, processes, options.stop_grace, log_root, detail);
 }
 
 }  // namespace tfboot

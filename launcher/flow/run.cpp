@@ -17,6 +17,10 @@
 #include "flow/job.h"
 #include "flow/local.h"
 #include "flow/peer_dns.h"
+#include "flow/processes.h"
+#include "framework/environment.h"
+#include "framework/interface.h"
+#include "framework/nodes.h"
 #include "plan/host_facts.h"
 #include "plan/plan.h"
 #include "process/child_set.h"
@@ -98,20 +102,61 @@ int print_tf_config(const std::string& tf_config) {
 }
 
 struct Launch {
-  std::vector<std::string> command;
-  std::vector<std::string> environment;
+  TaskProcesses task;
+  std::vector<CommandProcess> processes;
 };
+
+std::string_view framework_name(Framework framework) {
+  return framework == Framework::pytorch ? "pytorch" : framework == Framework::jax ? "jax" : "tensorflow";
+}
+
+// The node view for PyTorch and JAX, checked before any lookup: no ps or evaluator, a valid
+// --nproc-per-node, collective interfaces that exist.
+Result<NodeJob> plan_framework(const Plan& plan, const HostFacts& facts, const Environment& env) {
+  auto nodes = plan_nodes(plan.framework, plan.nproc_per_node, plan.peers, plan.identity.type, plan.identity.index, facts, env);
+  if (!nodes) return nodes;
+  if (plan.framework == Framework::tensorflow) {
+    if (nodes->local_world_size != 1) {
+      return usage_error(quoted(plan.nproc_per_node) + " applies to --framework pytorch and jax; a TensorFlow task is one process");
+    }
+    return nodes;
+  }
+  if (auto interfaces = check_interface_settings(env, facts); !interfaces) return std::unexpected(interfaces.error());
+  log::info("{}: node {} of {}, {} per node ({}), ranks {}..{} of {}; master {}", framework_name(plan.framework), nodes->node_rank,
+            nodes->nodes, counted(static_cast<std::size_t>(nodes->local_world_size), "process"), nodes->nproc_source,
+            nodes->rank(0), nodes->rank(nodes->local_world_size - 1), nodes->world_size(),
+            join_host_port(nodes->master_addr, nodes->master_port));
+  return nodes;
+}
+
+// After the DNS wait: the master's address for --address ip, and the interface whose route
+// reaches it for the collectives (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME).
+std::vector<std::string> settle_master(const Options& options, const Environment& env, const HostFacts& facts,
+                                       const DnsResult& dns, NodeJob& nodes) {
+  if (nodes.framework == Framework::tensorflow) return {};
+  const std::vector<std::string> master_addresses = dns.names.empty() ? std::vector<std::string>{} : dns.names.front().addresses;
+  if (options.address == AddressMode::ip && !master_addresses.empty()) nodes.master_addr = master_addresses.front();
+  auto interface = interface_towards(master_addresses, facts);
+  if (!interface) {
+    log::info("the collectives' interface is left to the framework: the master's address is not known here");
+    return {};
+  }
+  log::info("collectives: interface {} reaches the master (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME unless set)", *interface);
+  return interface_variables(*interface, env);
+}
 
 // From here a stop signal waits until the files are whole: the supervisor passes it on to the
 // command, or, for exec, it ends us just before the command would start.
 Result<Launch> write_files(const Options& options, const Plan& plan, const DnsResult& dns, const std::string& tf_config,
-                           const JobMembership& job, const std::vector<std::string>& inherited, double started_at) {
+                           const JobMembership& job, const std::vector<std::string>& inherited, double started_at,
+                           const NodeJob& nodes, const std::vector<std::string>& interface_entries, const Environment& env) {
   if (auto held = hold_stop_signals(); !held) return std::unexpected(held.error());
-  Launch launch{options.command.empty() ? default_command : options.command, {}};
+  Launch launch;
+  launch.task.command = options.command.empty() ? default_command : options.command;
   const std::string log_dir =
       task_log_dir(options.log_root ? options.log_root->value : "/logs", plan.identity.type, plan.identity.index);
   StartupReport report{TFBOOT_VERSION_STRING, plan.identity, plan.hostname.name, plan.peers, dns.names, dns.servers,
-                       dns.warnings, tf_config, launch.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
+                       dns.warnings, tf_config, launch.task.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
   for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
   if (auto written = write_task_files(log_dir, report); !written) {
     const std::string root = options.log_root ? quoted(*options.log_root)
@@ -119,7 +164,14 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
     return make_error(written.error().code, written.error().message + "; the log dir is under " + root);
   }
   log::info("log dir {}", log_dir);
-  launch.environment = task_environment(inherited, tf_config, log_dir, plan.identity.type, plan.identity.index);
+  launch.task.tf_config = nodes.framework == Framework::tensorflow ? tf_config : "";
+  launch.task.log_dir = log_dir;
+  launch.task.type = plan.identity.type;
+  launch.task.index = plan.identity.index;
+  launch.task.host = plan.hostname.name;
+  launch.task.extra = interface_entries;
+  clear_error_files(nodes, log_dir);
+  launch.processes = command_processes(launch.task, nodes, inherited, env);
   return launch;
 }
 
@@ -131,20 +183,26 @@ Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, c
   return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options));
 }
 
-Result<int> run_command(const Options& options, const Launch& launch, JobMembership& job) {
-  bool as_init = runs_as_init(options);
-  log::info("running {} ({})", command_text(launch.command), as_init ? "supervised as init" : "exec");
+Result<int> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
+  // Several processes need a supervisor, whether or not tfboot is PID 1.
+  bool as_init = runs_as_init(options) || launch.processes.size() > 1;
+  if (launch.processes.size() > 1) {
+    log::info("running {} processes of {} (supervised as init)", launch.processes.size(), command_text(launch.task.command));
+  } else {
+    log::info("running {} ({})", command_text(launch.task.command), as_init ? "supervised as init" : "exec");
+  }
   if (!as_init) {
     job.link.reset();  // exec mode: only the start barrier applies
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
-    return std::unexpected(exec_command(launch.command, launch.environment));
+    return std::unexpected(exec_command(launch.processes.front().spec.argv, launch.processes.front().spec.environment));
   }
   // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
   auto children = ChildSet::create(::getpid() != 1);
   if (!children) return std::unexpected(children.error());
   std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
-  auto status = supervise_command(**children, launch.command, launch.environment,
-                                  InitSettings{.stop_grace = options.stop_grace, .job = job_view.get()});
+  InitSettings settings{.stop_grace = options.stop_grace, .job = job_view.get()};
+  settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
+  auto status = supervise_command(**children, launch.processes, settings);
   if (!status || *status != exit_code::ok || !options.idle_when_done) return status;
   log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
   return idle_until_stopped();
@@ -165,6 +223,8 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   if (!plan) return std::unexpected(plan.error());
   if (auto free = check_control_port_is_free(options, *plan); !free) return std::unexpected(free.error());
   announce(*plan);
+  auto nodes = plan_framework(*plan, facts, env);
+  if (!nodes) return std::unexpected(nodes.error());
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
@@ -175,9 +235,10 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
   tf_config = make_tf_config_text(options, *plan, dns->names);
   if (!tf_config) return std::unexpected(tf_config.error());
-  auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at);
+  const auto interface = settle_master(options, env, facts, *dns, *nodes);
+  auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at, *nodes, interface, env);
   if (!launch) return std::unexpected(launch.error());
-  return run_command(options, *launch, *job);
+  return run_command(options, *launch, *nodes, *job);
 }
 
 // The environment as a map for reading (the first of two equal keys wins, as getenv does) and

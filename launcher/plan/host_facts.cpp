@@ -2,10 +2,13 @@
 #include "plan/host_facts.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "base/files.h"
@@ -24,21 +27,50 @@ std::string system_hostname() {
   return name;
 }
 
-std::vector<std::string> interface_addresses() {
-  std::set<std::string> addresses;
+// The interfaces, their names and numeric addresses (IPv4 and IPv6, loopback included).
+void read_interfaces(HostFacts& facts) {
+  std::set<std::string> addresses, names;
   ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return {};
+  if (::getifaddrs(&list) != 0) return;
   for (ifaddrs* entry = list; entry; entry = entry->ifa_next) {
+    if (entry->ifa_name) names.insert(entry->ifa_name);
     if (!entry->ifa_addr) continue;
     char text[INET6_ADDRSTRLEN] = {};
     const void* address = nullptr;
     int family = entry->ifa_addr->sa_family;
     if (family == AF_INET) address = &reinterpret_cast<sockaddr_in*>(entry->ifa_addr)->sin_addr;
     else if (family == AF_INET6) address = &reinterpret_cast<sockaddr_in6*>(entry->ifa_addr)->sin6_addr;
-    if (address && ::inet_ntop(family, address, text, sizeof text)) addresses.insert(text);
+    if (!address || !::inet_ntop(family, address, text, sizeof text)) continue;
+    addresses.insert(text);
+    if (entry->ifa_name) facts.interface_of_address.emplace(text, entry->ifa_name);
   }
   ::freeifaddrs(list);
-  return {addresses.begin(), addresses.end()};
+  facts.interface_addresses.assign(addresses.begin(), addresses.end());
+  facts.interface_names.assign(names.begin(), names.end());
+}
+
+// /dev/nvidia0, /dev/nvidia1, ...: the container runtime mounts exactly the GPUs given to the
+// container (nvidiactl and nvidia-uvm are not GPUs).
+int count_gpu_devices() {
+  DIR* dir = ::opendir("/dev");
+  if (!dir) return 0;
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::string_view name(entry->d_name);
+    if (name.size() > 6 && name.starts_with("nvidia") &&
+        std::all_of(name.begin() + 6, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      ++count;
+    }
+  }
+  ::closedir(dir);
+  return count;
+}
+
+int count_usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+  return std::max(1, CPU_COUNT(&set));
 }
 
 std::optional<std::string> read_small_file(const std::string& path) {
@@ -71,8 +103,12 @@ PlatformFiles platform_files(const Options& options) {
 }  // namespace
 
 HostFacts gather_host_facts(const Options& options) {
-  return HostFacts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), interface_addresses(),
-                   platform_files(options)};
+  HostFacts facts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), {},
+                  platform_files(options)};
+  read_interfaces(facts);
+  facts.gpu_devices = count_gpu_devices();
+  facts.usable_cpus = count_usable_cpus();
+  return facts;
 }
 
 std::vector<std::string> routable_addresses(const std::vector<std::string>& addresses) {

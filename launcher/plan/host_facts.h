@@ -32,6 +32,10 @@ struct HostFacts {
   std::string resolv_conf;                       // /etc/resolv.conf, likewise
   std::vector<std::string> interface_addresses;  // numeric, IPv4 and IPv6, loopback included
   PlatformFiles platform_files;
+  std::map<std::string, std::string> interface_of_address;  // numeric address -> its interface ("eth0")
+  std::vector<std::string> interface_names;                 // every interface, with or without an address
+  int gpu_devices = 0;  // /dev/nvidia<N> device nodes: the GPUs the container sees
+  int usable_cpus = 1;  // the CPUs this process may run on (its affinity mask)
 };
 
 // `options` says where the pod-info files are (--pod-info-dir).

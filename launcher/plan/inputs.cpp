@@ -21,7 +21,9 @@ Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& 
     if (!spec) return std::unexpected(spec.error());
     inputs.cluster = *spec;
   }
-  auto ports = parse_port_spec(options.port);
+  // torchrun's default master port; JAX has none and takes the same (as Kubeflow's runtimes do).
+  const bool default_port = options.port.source == "default";
+  auto ports = parse_port_spec(default_port && options.framework != Framework::tensorflow ? Setting{"29500", "default"} : options.port);
   if (!ports) return std::unexpected(ports.error());
   inputs.ports = *ports;
   return inputs;

@@ -78,6 +78,8 @@ Result<Plan> plan_from_platform(const Options& options, const PlanInputs& parsed
   plan.identity = *identity;
   plan.peers = std::move((*job)->peers);
   plan.suffix = (*job)->suffix;
+  if ((*job)->framework && !options.framework_given) plan.framework = *(*job)->framework;
+  if ((*job)->nproc_per_node && !options.nproc_per_node_given) plan.nproc_per_node = *(*job)->nproc_per_node;
   bool listed = std::ranges::any_of(plan.peers, [&](const PeerAddress& peer) {
     return peer.type == plan.identity.type && peer.index == plan.identity.index;
   });
@@ -120,6 +122,8 @@ Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const E
                        const std::optional<Setting>& ptr_name) {
   Plan plan;
   plan.hostname = choose_hostname(options, env, facts.system_hostname);
+  plan.framework = options.framework;
+  plan.nproc_per_node = options.nproc_per_node;
   if (options.cluster && env.contains("TF_CONFIG") && !env.find("TF_CONFIG")->second.empty()) {
     plan.warnings.push_back("TF_CONFIG from the environment is replaced, since " + options.cluster->source + " is given");
   }

@@ -26,6 +26,8 @@ struct Plan {
   std::vector<PeerAddress> peers;  // every task, in TF_CONFIG order
   std::optional<TfConfig> operator_config;  // adopted as it is
   std::optional<DnsSuffix> suffix;          // the peers' Service, when known
+  Framework framework = Framework::tensorflow;  // --framework, else what a platform's runtime says
+  Setting nproc_per_node;                       // --nproc-per-node, else the platform's, else 1
   std::vector<std::string> warnings;        // for the log
 };
 

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -22,14 +23,23 @@ bool is_job_control_stop(int signal_number) {
   return signal_number == SIGTSTP || signal_number == SIGTTIN || signal_number == SIGTTOU;
 }
 
-// The supervisor's state for one command.
+// The supervisor's state for the command's processes.
 struct InitState {
   ChildSet& children;
   const InitSettings& settings;
-  std::size_t command = 0;
+  const std::vector<CommandProcess>& processes;
+  std::vector<std::size_t> ids;  // each process's child in `children`
   int stop_requests = 0;
   std::optional<JobOutcome> decision;  // the job told us to stop
-  StopSchedule stop{settings.stop_grace};  // the job's stop: SIGTERM, SIGKILL after the grace
+  std::optional<int> failure;          // the first process that failed decides the task's status
+  std::string failure_detail;          // and what it left to say
+  StopSchedule stop{settings.stop_grace};  // SIGTERM, SIGKILL after the grace
+  std::size_t running = 0;
+
+  void signal_all(int signal_number) {
+    for (std::size_t id : ids) children.signal(id, signal_number);
+  }
+  std::string what() const { return processes.size() == 1 ? "the command" : "the command's processes"; }
 };
 
 void pass_on_signal(InitState& state, int signal_number) {
@@ -39,27 +49,27 @@ void pass_on_signal(InitState& state, int signal_number) {
   // checkpoint may take.
   bool stop = signal_number == SIGTERM || signal_number == SIGINT;
   if (stop && ++state.stop_requests >= 2) {
-    log::warn("second stop signal: killing the command's process group");
-    state.children.signal(state.command, SIGKILL);
+    log::warn("second stop signal: killing {} (each process group)", state.what());
+    state.signal_all(SIGKILL);
     return;
   }
   // Job control as dumb-init does it in its default (setsid) mode: the command's group has no
   // terminal, where SIGTSTP, SIGTTIN and SIGTTOU may be ignored or caught, so it gets SIGSTOP,
   // which it cannot refuse; then we stop too, until SIGCONT resumes us and is passed on.
   if (is_job_control_stop(signal_number)) {
-    log::info("{}: stopping the command (SIGSTOP) and tfboot until SIGCONT", signal_name(signal_number));
-    state.children.signal(state.command, SIGSTOP);
+    log::info("{}: stopping {} (SIGSTOP) and tfboot until SIGCONT", signal_name(signal_number), state.what());
+    state.signal_all(SIGSTOP);
     ::kill(::getpid(), SIGSTOP);
     return;
   }
-  log::info("passing {} to the command", signal_name(signal_number));
-  state.children.signal(state.command, signal_number);
+  log::info("passing {} to {}", signal_name(signal_number), state.what());
+  state.signal_all(signal_number);
 }
 
 // Once the job is done, the command gets the finish window to end by itself before SIGTERM;
 // after another task failed it gets SIGTERM at once. SIGKILL follows after --stop-grace.
 void follow_job(InitState& state, const std::vector<pollfd>& fds) {
-  if (!state.settings.job || state.decision) return;
+  if (!state.settings.job || state.decision || state.failure) return;
   auto decision = state.settings.job->process(fds, SteadyClock::now());
   if (!decision) return;
   state.decision = decision;
@@ -73,13 +83,28 @@ void enforce_stop_times(InitState& state) {
   const Instant now = SteadyClock::now();
   for (auto step = state.stop.due(now); step != StopSchedule::Step::none; step = state.stop.due(now)) {
     if (step == StopSchedule::Step::terminate) {
-      log::info("stopping the command: SIGTERM, SIGKILL after {}", seconds_text(state.settings.stop_grace));
-      state.children.signal(state.command, SIGTERM);
+      log::info("stopping {}: SIGTERM, SIGKILL after {}", state.what(), seconds_text(state.settings.stop_grace));
+      state.signal_all(SIGTERM);
     } else {
-      log::warn("the command did not stop within --stop-grace: killing its process group");
-      state.children.signal(state.command, SIGKILL);
+      log::warn("{} did not stop within --stop-grace: killing {}", state.what(),
+                state.processes.size() == 1 ? "its process group" : "their process groups");
+      state.signal_all(SIGKILL);
     }
   }
+}
+
+// One process ended. The first failure is the task's: the others are stopped now.
+void on_process_exit(InitState& state, std::size_t process, int status) {
+  --state.running;
+  const std::string& name = state.processes[process].name;
+  if (state.processes.size() > 1) log::info("{} exited with status {}", name, status);
+  if (status == exit_code::ok || state.failure || state.decision) return;
+  state.failure = status;
+  if (state.settings.failure_detail) state.failure_detail = state.settings.failure_detail(process, status);
+  if (state.running == 0) return;
+  log::error("{} failed{}{}; stopping the other processes of the task", name,
+             state.failure_detail.empty() ? "" : ": ", state.failure_detail);
+  state.stop.terminate_at(SteadyClock::now());
 }
 
 Instant next_wakeup(const InitState& state) {
@@ -88,16 +113,18 @@ Instant next_wakeup(const InitState& state) {
   return wake;
 }
 
-// Until the command has ended: signals passed on, the job followed, the grace enforced.
-int wait_for_command(InitState& state) {
-  while (true) {
+// Until every process has ended: signals passed on, the job followed, the grace enforced.
+void wait_for_processes(InitState& state) {
+  while (state.running > 0 || state.children.has_pending_events()) {
     std::vector<pollfd> fds;
     if (state.settings.job && !state.decision) state.settings.job->add_poll_fds(fds);
     ChildSet::Event event = state.children.wait(next_wakeup(state), fds);
     switch (event.kind) {
       case ChildSet::Event::Kind::signal: pass_on_signal(state, event.signal_number); break;
       case ChildSet::Event::Kind::exited:
-        if (event.child == state.command) return event.exit_code;
+        if (auto it = std::ranges::find(state.ids, event.child); it != state.ids.end()) {
+          on_process_exit(state, static_cast<std::size_t>(it - state.ids.begin()), event.exit_code);
+        }
         break;
       case ChildSet::Event::Kind::ready:
       case ChildSet::Event::Kind::timeout: follow_job(state, fds); break;
@@ -106,7 +133,7 @@ int wait_for_command(InitState& state) {
   }
 }
 
-// What the command left in its process group gets SIGTERM, and SIGKILL after the grace, as
+// What a process left in its process group gets SIGTERM, and SIGKILL after the grace, as
 // dumb-init does; as PID 1 they would otherwise outlive it until the container ends.
 void end_leftovers(ChildSet& children, std::size_t command, std::chrono::milliseconds grace) {
   if (::kill(-children.pid(command), SIGTERM) != 0) return;  // nothing left
@@ -119,18 +146,25 @@ void end_leftovers(ChildSet& children, std::size_t command, std::chrono::millise
 
 }  // namespace
 
-Result<int> supervise_command(ChildSet& children, const std::vector<std::string>& command,
-                              const std::vector<std::string>& environment, const InitSettings& settings) {
-  auto started = children.start(ChildSpec{command, environment, ""});
-  if (!started) return std::unexpected(started.error());
+Result<int> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes, const InitSettings& settings) {
+  InitState state{children, settings, processes, {}};
+  for (const CommandProcess& process : processes) {
+    // On failure the ChildSet's destructor stops and reaps the processes already started.
+    auto started = children.start(process.spec);
+    if (!started) return std::unexpected(started.error());
+    state.ids.push_back(*started);
+    ++state.running;
+  }
   // Hold no reference to the start directory (a volume the user may want to unmount).
   if (::chdir("/") != 0) log::debug("chdir / failed: {}", std::strerror(errno));
-  InitState state{children, settings, *started};
-  int status = wait_for_command(state);
-  log::info("command exited with status {}", status);
-  end_leftovers(children, state.command, settings.stop_grace);
+  wait_for_processes(state);
+  children.drain_output(1s);
+  const int status = state.failure.value_or(exit_code::ok);
+  if (processes.size() == 1) log::info("command exited with status {}", children.exit_code(state.ids[0]).value_or(status));
+  else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
+  for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
   if (state.decision) return state.decision->exit_code;
-  if (settings.job) settings.job->report_exit(status);
+  if (settings.job) settings.job->report_exit(status, state.failure_detail);
   return status;
 }
 

@@ -5,16 +5,16 @@
 #include <poll.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "process/child_set.h"
 
 namespace tfboot {
-
-class ChildSet;
 
 // What the job decided for this task: stop the command and end tfboot with `exit_code`.
 struct JobOutcome {
@@ -31,18 +31,30 @@ class JobView {
   // Handles what is ready or due; a decision once the job has made one.
   virtual std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) = 0;
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
-  virtual void report_exit(int exit_code) = 0;
+  // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
+  virtual void report_exit(int exit_code, const std::string& detail) = 0;
 };
 
 struct InitSettings {
   std::chrono::milliseconds stop_grace{std::chrono::seconds(30)};
   JobView* job = nullptr;  // the job's control channel after the start barrier, if any
+  // What a failed process left to say (a framework's error file), read once it has ended: one
+  // line, or "". Unset: nothing to read.
+  std::function<std::string(std::size_t process, int status)> failure_detail;
 };
 
-// Init mode: starts the command in its own process group in `children`, forwards every signal
-// but tfboot's own to that group, reaps every child, follows the job's decisions, and returns
-// the exit code tfboot ends with (README: Running the command, Job supervision).
-Result<int> supervise_command(ChildSet& children, const std::vector<std::string>& command,
-                              const std::vector<std::string>& environment, const InitSettings& settings);
+// One process of the command: its argv, environment and output label, and its name in the log
+// ("rank 3"; "" when it is the only one).
+struct CommandProcess {
+  ChildSpec spec;
+  std::string name;
+};
+
+// Init mode: starts each process of the command in a process group of its own in `children`,
+// forwards every signal but tfboot's own to them, reaps every child, follows the job's decisions,
+// and returns the exit code tfboot ends with (README: Running the command, Job supervision).
+// The processes are one task: the first to fail fails it and the others are stopped; it succeeds
+// when all of them do.
+Result<int> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes, const InitSettings& settings);
 
 }  // namespace tfboot

@@ -59,10 +59,12 @@ Result<void> write_task_files(const std::string& log_dir, StartupReport report) 
 }
 
 std::vector<std::string> task_environment(const std::vector<std::string>& inherited, const std::string& tf_config,
-                                          const std::string& log_dir, TaskType type, int index) {
-  const std::vector<std::string> ours{"TF_CONFIG=" + tf_config, "TFBOOT_LOG_DIR=" + log_dir,
-                                      "TFBOOT_TASK_TYPE=" + std::string(to_string(type)),
-                                      "TFBOOT_TASK_INDEX=" + std::to_string(index)};
+                                          const std::string& log_dir, TaskType type, int index,
+                                          const std::vector<std::string>& extra) {
+  std::vector<std::string> ours{"TFBOOT_LOG_DIR=" + log_dir, "TFBOOT_TASK_TYPE=" + std::string(to_string(type)),
+                                "TFBOOT_TASK_INDEX=" + std::to_string(index)};
+  if (!tf_config.empty()) ours.insert(ours.begin(), "TF_CONFIG=" + tf_config);
+  ours.insert(ours.end(), extra.begin(), extra.end());
   std::vector<std::string> environment;
   environment.reserve(inherited.size() + ours.size());
   for (const auto& entry : inherited) {

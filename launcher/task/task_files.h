@@ -25,9 +25,11 @@ std::string task_log_dir(const std::string& log_root, TaskType type, int index);
 Result<void> write_task_files(const std::string& log_dir, StartupReport report);
 
 // The command's environment: `inherited` ("KEY=value" entries as tfboot got them) without any
-// entry for TF_CONFIG, TFBOOT_LOG_DIR, TFBOOT_TASK_TYPE or TFBOOT_TASK_INDEX (an inherited
-// environment may hold one twice), then tfboot's values of those.
+// entry for TF_CONFIG, TFBOOT_LOG_DIR, TFBOOT_TASK_TYPE, TFBOOT_TASK_INDEX or one of `extra`'s
+// names (an inherited environment may hold one twice), then tfboot's values of those. An empty
+// `tf_config` sets none (PyTorch and JAX).
 std::vector<std::string> task_environment(const std::vector<std::string>& inherited, const std::string& tf_config,
-                                          const std::string& log_dir, TaskType type, int index);
+                                          const std::string& log_dir, TaskType type, int index,
+                                          const std::vector<std::string>& extra = {});
 
 }  // namespace tfboot

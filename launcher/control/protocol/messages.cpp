@@ -99,7 +99,10 @@ struct Encoder {
     out["message"] = m.message;
   }
   void operator()(const Ping&) {}
-  void operator()(const Exit& m) { out["status"] = m.status; }
+  void operator()(const Exit& m) {
+    out["status"] = m.status;
+    if (!m.detail.empty()) out["detail"] = m.detail;
+  }
   void operator()(const Done&) {}
   void operator()(const Stop& m) {
     out["task"] = m.task.text();
@@ -153,6 +156,11 @@ class Fields {
     const auto& text = value->get_ref<const std::string&>();
     if (text.size() > max_length) return reject(key, "is longer than " + std::to_string(max_length)), "";
     return text;
+  }
+
+  // "" when the key is absent (an older peer's message).
+  std::string optional_text(const char* key, std::size_t max_length) {
+    return object_.contains(key) ? text(key, max_length) : "";
   }
 
   // Lowercase hex of `min`..`max` characters (nonces, proofs, instance ids).
@@ -277,7 +285,7 @@ std::optional<Message> parse_typed(std::string_view type, Fields& f) {
   if (type == "start") return parse_start(f);
   if (type == "abort") return parse_abort(f);
   if (type == "ping") return Ping{};
-  if (type == "exit") return Exit{f.integer("status", 0, 255)};
+  if (type == "exit") return Exit{f.integer("status", 0, 255), f.optional_text("detail", max_text)};
   if (type == "done") return Done{};
   if (type == "stop") return parse_stop(f);
   return std::nullopt;

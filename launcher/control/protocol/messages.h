@@ -7,7 +7,7 @@
 //   coordinator: accepted{proof, progress} | refused{reason}
 //   coordinator: waiting{progress} every heartbeat until start{...} | abort{code, message}
 //                (with names verified, the coordinator resolves every name between the two)
-//   after start: ping both ways; task: exit{status}; coordinator: done{} | stop{task, status, message}
+//   after start: ping both ways; task: exit{status, detail}; coordinator: done{} | stop{task, status, message}
 #pragma once
 
 #include <chrono>
@@ -115,6 +115,7 @@ Abort fitted_to_the_wire(Abort abort);
 struct Ping {};
 struct Exit {
   int status = 0;
+  std::string detail;  // what failed, when the task knows more than its status ("rank 3 on pod-1: ..."); optional
 };
 struct Done {};
 struct Stop {

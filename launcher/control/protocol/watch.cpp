@@ -37,7 +37,8 @@ JobDecision JobMonitor::on_message(const JobMember& from, const Message& message
   it->second.exited = true;
   // A task other than the coordinator finishing is normal (an evaluator, a worker done early).
   if (exit->status == 0) return {};
-  return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status));
+  return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status) +
+                                      (exit->detail.empty() ? "" : ": " + exit->detail));
 }
 
 JobDecision JobMonitor::on_closed(const JobMember& from, const std::string& why, Instant) {
@@ -58,9 +59,9 @@ JobDecision JobMonitor::on_tick(Instant now) {
   return {};
 }
 
-JobDecision JobMonitor::on_own_exit(int status) {
+JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
   if (decided_) return {};
-  if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status));
+  if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail));
   decided_ = true;
   return {{}, Done{}};
 }

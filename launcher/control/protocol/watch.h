@@ -38,7 +38,7 @@ class JobMonitor {
   JobDecision on_message(const JobMember& from, const Message& message, Instant now);
   JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
   JobDecision on_tick(Instant now);
-  JobDecision on_own_exit(int status);
+  JobDecision on_own_exit(int status, const std::string& detail = "");
   // When on_tick must next run; time_point::max() when nothing is watched.
   Instant next_deadline() const;
   bool decided() const { return decided_; }

@@ -26,6 +26,8 @@ struct PlatformJob {
   Identity identity;                // its source names the platform: "Slurm (SLURM_PROCID)"
   std::vector<PeerAddress> peers;   // every task, in TF_CONFIG order
   std::optional<DnsSuffix> suffix;  // the peers' Service, when the names carry one (JobSet)
+  std::optional<Framework> framework;       // the runtime's framework (Kubeflow's torch and JAX runtimes)
+  std::optional<Setting> nproc_per_node;    // the runtime's processes per node (PET_NPROC_PER_NODE)
 };
 
 struct PlatformInputs {
@@ -36,12 +38,13 @@ struct PlatformInputs {
   const Hostname& hostname;
 };
 
-// The first platform whose signs are present, in README's order: JobSet, Volcano, Slurm,
+// The first platform whose signs are present, in README's order: Kubeflow, JobSet, Volcano, Slurm,
 // SageMaker; nullopt when there is none. Partial or malformed data is a usage error naming the
 // variable or file.
 Result<std::optional<PlatformJob>> describe_job_by_platform(const PlatformInputs& in);
 
 // One platform each; nullopt when its signs are absent.
+Result<std::optional<PlatformJob>> job_from_kubeflow(const PlatformInputs& in);
 Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in);
 Result<std::optional<PlatformJob>> job_from_volcano(const PlatformInputs& in);
 Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in);

@@ -9,8 +9,11 @@
 
 namespace tfboot {
 
-const std::array<FingerprintField, 10> fingerprint_fields{{
+const std::array<FingerprintField, 13> fingerprint_fields{{
     {"tensorflow", &Fingerprint::tensorflow, true, false},
+    {"torch", &Fingerprint::torch, true, false},
+    {"jax", &Fingerprint::jax, true, false},
+    {"jaxlib", &Fingerprint::jaxlib, true, false},
     {"python", &Fingerprint::python, true, false},
     {"cuda", &Fingerprint::cuda, true, false},
     {"cudnn", &Fingerprint::cudnn, true, false},

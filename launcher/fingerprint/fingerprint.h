@@ -1,5 +1,5 @@
 // A task's environment fingerprint: what must match across the tasks of one job (TensorFlow,
-// Python, CUDA, cuDNN, NCCL, NVIDIA driver, GPUs, installed distributions). Read from files only,
+// PyTorch, JAX, Python, CUDA, cuDNN, NCCL, NVIDIA driver, GPUs, installed distributions). Read from files only,
 // never by running Python, so it takes milliseconds (fingerprint/read.cpp); comparing and the JSON
 // form are pure (fingerprint.cpp).
 #pragma once
@@ -21,6 +21,9 @@ inline constexpr std::size_t max_fingerprint_value = 256;
 
 struct Fingerprint {
   std::string tensorflow{fingerprint_absent};      // "2.16.1", or "2.16.1 (tensorflow-cpu)"
+  std::string torch{fingerprint_absent};           // "2.15.0"
+  std::string jax{fingerprint_absent};             // "0.10.2"
+  std::string jaxlib{fingerprint_absent};          // "0.10.2"
   std::string python{fingerprint_absent};          // "3.11"
   std::string cuda{fingerprint_absent};            // CUDA runtime, "12.2.2"
   std::string cudnn{fingerprint_absent};           // "8.9.7"
@@ -50,7 +53,7 @@ struct FingerprintField {
   // and no GPU, which is no mismatch.
   bool absent_is_fine;
 };
-extern const std::array<FingerprintField, 10> fingerprint_fields;
+extern const std::array<FingerprintField, 13> fingerprint_fields;
 
 // A value as stored: characters outside printable ASCII dropped, spaces trimmed, cut to
 // max_fingerprint_value; "absent" when nothing is left. Files and peers' JSON both go through it.

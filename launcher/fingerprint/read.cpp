@@ -291,6 +291,17 @@ std::string distribution_version(const Tree& tree, const std::vector<std::string
   return std::string(fingerprint_absent);
 }
 
+// The version of the distribution named exactly `name` (torch, not torchvision), as import finds it.
+std::string exact_distribution_version(const Tree& tree, const std::vector<std::string>& search_dirs, std::string_view name) {
+  for (const auto& dir : search_dirs) {
+    for (const auto& entry : tree.list(dir)) {
+      auto distribution = split_distribution(entry);
+      if (distribution && distribution->name == name && !distribution->version.empty()) return clean_fingerprint_value(distribution->version);
+    }
+  }
+  return std::string(fingerprint_absent);
+}
+
 std::string cuda_version(const Tree& tree, const std::vector<std::string>& search_dirs) {
   auto json = nlohmann::json::parse(tree.read_head("/usr/local/cuda/version.json").value_or(""), nullptr, false);
   for (const char* key : {"cuda", "cuda_cudart"}) {
@@ -376,6 +387,9 @@ Fingerprint read_fingerprint(const Environment& env, const std::string& root, co
   Fingerprint fingerprint;
   fingerprint.python = python.version;
   fingerprint.tensorflow = tensorflow_version(tree, search_dirs);
+  fingerprint.torch = exact_distribution_version(tree, search_dirs, "torch");
+  fingerprint.jax = exact_distribution_version(tree, search_dirs, "jax");
+  fingerprint.jaxlib = exact_distribution_version(tree, search_dirs, "jaxlib");
   fingerprint.cuda = cuda_version(tree, search_dirs);
   fingerprint.cudnn = library_version(tree, env, "libcudnn", search_dirs, "nvidia-cudnn");
   fingerprint.nccl = library_version(tree, env, "libnccl", search_dirs, "nvidia-nccl");

@@ -59,8 +59,21 @@ TEST_CASE("fingerprint::read_fingerprint") {
   SUBCASE("an empty tree is absent everywhere, never an error") {
     Fingerprint fingerprint = tree.read();
     CHECK(to_json(fingerprint) ==
-          R"({"tensorflow":"absent","python":"absent","cuda":"absent","cudnn":"absent","nccl":"absent","nvidia_driver":"absent",)"
+          R"({"tensorflow":"absent","torch":"absent","jax":"absent","jaxlib":"absent","python":"absent","cuda":"absent","cudnn":"absent","nccl":"absent","nvidia_driver":"absent",)"
           R"("gpus":"absent","gpu_count":"absent","visible_devices":"absent","distributions":"absent"})");
+  }
+
+  SUBCASE("torch, jax and jaxlib by their exact names: torchvision is not torch") {
+    tree.debian_python();
+    tree.distribution(site, "torchvision-0.30.0.dist-info", "torchvision", "0.30.0");
+    tree.distribution(site, "jax-0.10.2.dist-info", "jax", "0.10.2");
+    tree.distribution(site, "jaxlib-0.10.1.dist-info", "jaxlib", "0.10.1");
+    Fingerprint without_torch = tree.read();
+    CHECK(without_torch.torch == "absent");
+    CHECK(without_torch.jax == "0.10.2");
+    CHECK(without_torch.jaxlib == "0.10.1");
+    tree.distribution(site, "torch-2.15.0.dist-info", "torch", "2.15.0");
+    CHECK(tree.read().torch == "2.15.0");
   }
 
   SUBCASE("system Python: version from the real executable, TensorFlow from its dist-packages") {

@@ -52,6 +52,7 @@ std::string slurm(const Situation& situation) { return describe(job_from_slurm, 
 std::string sagemaker(const Situation& situation) { return describe(job_from_sagemaker, situation); }
 std::string volcano(const Situation& situation) { return describe(job_from_volcano, situation); }
 std::string jobset(const Situation& situation) { return describe(job_from_jobset, situation); }
+std::string kubeflow(const Situation& situation) { return describe(job_from_kubeflow, situation); }
 std::string any_platform(const Situation& situation) { return describe(describe_job_by_platform, situation); }
 
 struct Row {
@@ -415,6 +416,62 @@ TEST_CASE("platforms::job_from_jobset") {
         {"a malformed line", {{}, {}, jobset_pod("jobset.sigs.k8s.io/jobset-name=bert")},
          "error 2: /etc/podinfo/labels: the line of 'jobset.sigs.k8s.io/jobset-name' is not "
          "jobset.sigs.k8s.io/jobset-name=\"<value>\""},
+    });
+  }
+}
+
+// What Kubeflow Trainer's torch runtime injects into node `rank` of TrainJob "bert" with 3 nodes.
+Environment trainjob_node(const std::string& rank) {
+  return {{"PET_NNODES", "3"},
+          {"PET_NODE_RANK", rank},
+          {"PET_MASTER_ADDR", "bert-node-0-0.bert"},
+          {"PET_MASTER_PORT", "29500"},
+          {"PET_NPROC_PER_NODE", "2"}};
+}
+
+TEST_CASE("platforms::job_from_kubeflow") {
+  SUBCASE("a TrainJob's torch runtime: node k is <job>-node-0-k in the master's subdomain") {
+    check_rows(kubeflow, {
+        {"node 2", {{}, trainjob_node("2")},
+         "worker:2 from Kubeflow (PET_* variables) (PET_NODE_RANK=2) | worker bert-node-0-0.bert:29500 "
+         "bert-node-0-1.bert:29500 bert-node-0-2.bert:29500"},
+        {"--port wins over PET_MASTER_PORT", {{"--port", "23456"}, trainjob_node("0")},
+         "worker:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=0) | worker bert-node-0-0.bert:23456 "
+         "bert-node-0-1.bert:23456 bert-node-0-2.bert:23456"},
+        {"no PET_* variables: not Kubeflow", {{}, {{"POD_NAME", "bert-node-0-1"}}}, "none"},
+    });
+  }
+  SUBCASE("a PyTorchJob: the master is the chief, worker k-1 is node k") {
+    Environment env{{"PET_NNODES", "3"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "mnist-master-0"}, {"PET_MASTER_PORT", "23456"}};
+    check_rows(kubeflow, {
+        {"worker-0 is node 1", {{}, env},
+         "worker:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=1) | chief mnist-master-0:23456; worker "
+         "mnist-worker-0:23456 mnist-worker-1:23456"},
+        {"the master is node 0", {{}, with(env, {{"PET_NODE_RANK", "0"}})},
+         "chief:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=0) | chief mnist-master-0:23456; worker "
+         "mnist-worker-0:23456 mnist-worker-1:23456"},
+    });
+  }
+  SUBCASE("a TrainJob's JAX runtime") {
+    Environment env{{"JAX_NUM_PROCESSES", "2"}, {"JAX_PROCESS_ID", "1"}, {"JAX_COORDINATOR_ADDRESS", "lm-node-0-0.lm:29500"}};
+    check_rows(kubeflow, {
+        {"process 1", {{}, env},
+         "worker:1 from Kubeflow (JAX_* variables) (JAX_PROCESS_ID=1) | worker lm-node-0-0.lm:29500 lm-node-0-1.lm:29500"},
+        {"an address without a port", {{}, with(env, {{"JAX_COORDINATOR_ADDRESS", "lm-node-0-0.lm"}})},
+         "error 2: JAX_COORDINATOR_ADDRESS 'lm-node-0-0.lm' must be host:port"},
+    });
+  }
+  SUBCASE("partial or malformed variables are usage errors naming them") {
+    check_rows(kubeflow, {
+        {"a rank without the rest", {{}, {{"PET_NODE_RANK", "1"}}},
+         "error 2: Kubeflow (PET_* variables): PET_NODE_RANK is set but PET_NNODES, PET_MASTER_ADDR, PET_MASTER_PORT is not"},
+        {"a rank outside the nodes", {{}, with(trainjob_node("0"), {{"PET_NODE_RANK", "3"}})},
+         "error 2: PET_NODE_RANK '3' must be a node rank 0..2 (PET_NNODES is 3)"},
+        {"a port that is no port", {{}, with(trainjob_node("0"), {{"PET_MASTER_PORT", "http"}})},
+         "error 2: PET_MASTER_PORT 'http' must be a number 1..65535"},
+        {"a master whose name gives no others", {{}, with(trainjob_node("0"), {{"PET_MASTER_ADDR", "trainer.example"}})},
+         "error 2: PET_MASTER_ADDR 'trainer.example' is not named like node 0 of a TrainJob (<name>-node-0-0) or of a "
+         "PyTorchJob (<name>-master-0), so the other nodes' names are unknown; give --cluster (and --peer-template)"},
     });
   }
 }

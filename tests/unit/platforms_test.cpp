@@ -433,10 +433,10 @@ TEST_CASE("platforms::job_from_kubeflow") {
   SUBCASE("a TrainJob's torch runtime: node k is <job>-node-0-k in the master's subdomain") {
     check_rows(kubeflow, {
         {"node 2", {{}, trainjob_node("2")},
-         "worker:2 from Kubeflow (PET_* variables) (PET_NODE_RANK=2) | worker bert-node-0-0.bert:29500 "
+         "worker:2 from Kubeflow (PET_NODE_RANK=2) | worker bert-node-0-0.bert:29500 "
          "bert-node-0-1.bert:29500 bert-node-0-2.bert:29500"},
         {"--port wins over PET_MASTER_PORT", {{"--port", "23456"}, trainjob_node("0")},
-         "worker:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=0) | worker bert-node-0-0.bert:23456 "
+         "worker:0 from Kubeflow (PET_NODE_RANK=0) | worker bert-node-0-0.bert:23456 "
          "bert-node-0-1.bert:23456 bert-node-0-2.bert:23456"},
         {"no PET_* variables: not Kubeflow", {{}, {{"POD_NAME", "bert-node-0-1"}}}, "none"},
     });
@@ -445,10 +445,10 @@ TEST_CASE("platforms::job_from_kubeflow") {
     Environment env{{"PET_NNODES", "3"}, {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "mnist-master-0"}, {"PET_MASTER_PORT", "23456"}};
     check_rows(kubeflow, {
         {"worker-0 is node 1", {{}, env},
-         "worker:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=1) | chief mnist-master-0:23456; worker "
+         "worker:0 from Kubeflow (PET_NODE_RANK=1) | chief mnist-master-0:23456; worker "
          "mnist-worker-0:23456 mnist-worker-1:23456"},
         {"the master is node 0", {{}, with(env, {{"PET_NODE_RANK", "0"}})},
-         "chief:0 from Kubeflow (PET_* variables) (PET_NODE_RANK=0) | chief mnist-master-0:23456; worker "
+         "chief:0 from Kubeflow (PET_NODE_RANK=0) | chief mnist-master-0:23456; worker "
          "mnist-worker-0:23456 mnist-worker-1:23456"},
     });
   }
@@ -456,7 +456,7 @@ TEST_CASE("platforms::job_from_kubeflow") {
     Environment env{{"JAX_NUM_PROCESSES", "2"}, {"JAX_PROCESS_ID", "1"}, {"JAX_COORDINATOR_ADDRESS", "lm-node-0-0.lm:29500"}};
     check_rows(kubeflow, {
         {"process 1", {{}, env},
-         "worker:1 from Kubeflow (JAX_* variables) (JAX_PROCESS_ID=1) | worker lm-node-0-0.lm:29500 lm-node-0-1.lm:29500"},
+         "worker:1 from Kubeflow (JAX_PROCESS_ID=1) | worker lm-node-0-0.lm:29500 lm-node-0-1.lm:29500"},
         {"an address without a port", {{}, with(env, {{"JAX_COORDINATOR_ADDRESS", "lm-node-0-0.lm"}})},
          "error 2: JAX_COORDINATOR_ADDRESS 'lm-node-0-0.lm' must be host:port"},
     });
@@ -464,7 +464,7 @@ TEST_CASE("platforms::job_from_kubeflow") {
   SUBCASE("partial or malformed variables are usage errors naming them") {
     check_rows(kubeflow, {
         {"a rank without the rest", {{}, {{"PET_NODE_RANK", "1"}}},
-         "error 2: Kubeflow (PET_* variables): PET_NODE_RANK is set but PET_NNODES, PET_MASTER_ADDR, PET_MASTER_PORT is not"},
+         "error 2: Kubeflow: PET_NODE_RANK is set but PET_NNODES, PET_MASTER_ADDR, PET_MASTER_PORT is not"},
         {"a rank outside the nodes", {{}, with(trainjob_node("0"), {{"PET_NODE_RANK", "3"}})},
          "error 2: PET_NODE_RANK '3' must be a node rank 0..2 (PET_NNODES is 3)"},
         {"a port that is no port", {{}, with(trainjob_node("0"), {{"PET_MASTER_PORT", "http"}})},

@@ -50,7 +50,7 @@ Result<std::optional<std::vector<Setting>>> all_or_none(const Environment& env, 
 }
 
 Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
-  const std::string platform = "Kubeflow (PET_* variables)";
+  const std::string platform = "Kubeflow";
   auto found = all_or_none(env, {"PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}, platform);
   if (!found) return std::unexpected(found.error());
   if (!*found) return std::optional<NodeVariables>{};
@@ -69,7 +69,7 @@ Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
 }
 
 Result<std::optional<NodeVariables>> jax_variables(const Environment& env) {
-  const std::string platform = "Kubeflow (JAX_* variables)";
+  const std::string platform = "Kubeflow";
   auto found = all_or_none(env, {"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}, platform);
   if (!found) return std::unexpected(found.error());
   if (!*found) return std::optional<NodeVariables>{};

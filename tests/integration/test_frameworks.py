@@ -1,0 +1,162 @@
+"""PyTorch and JAX without the frameworks: what each process of a node gets, how several processes
+of one task are supervised, and the usage errors, with plain shell as the command (README: PyTorch
+and JAX). The PyTorch and JAX tier (tests/torch) runs real torch and jax, with torchrun beside.
+"""
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from harness.cluster import ClusterNetwork
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+STOPPED_BY_JOB = 200
+
+# Each process prints its view of the job as one line.
+SHOW = 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK/$GROUP_WORLD_SIZE ' \
+       'master=$MASTER_ADDR:$MASTER_PORT omp=${OMP_NUM_THREADS:-unset} tf=${TF_CONFIG:-unset}"'
+
+
+def local(tfboot, tmp_path, args, script, env=None, timeout=60):
+    return subprocess.run([tfboot, "local", *args, "--", "sh", "-c", script], env={**ENV, **(env or {})}, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_local_pytorch_two_nodes_of_two_processes_get_torchrun_ranks(tfboot, tmp_path):
+    result = local(tfboot, tmp_path, ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"], SHOW)
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.splitlines())
+    master = lines[0].split("master=")[1].split(" ")[0]
+    assert master.startswith("127.0.0.1:")
+    assert lines == [f"[worker:{r // 2} rank {r}] rank={r} local={r % 2} world=4 group={r // 2}/2 master={master} omp=1 tf=unset"
+                     for r in range(4)]
+    assert "4 processes in all, 2 per task" in result.stderr
+
+
+def test_local_jax_processes_get_kubeflow_variables(tfboot, tmp_path):
+    result = local(tfboot, tmp_path, ["--framework", "jax", "--cluster", "worker=2"],
+                   'echo "$JAX_COORDINATOR_ADDRESS $JAX_NUM_PROCESSES $JAX_PROCESS_ID ${RANK:-no-rank}"')
+    assert result.returncode == 0, result.stderr
+    lines = sorted(result.stdout.splitlines())
+    coordinator = lines[0].split("] ")[1].split(" ")[0]
+    assert lines == [f"[worker:{i} rank {i}] {coordinator} 2 {i} no-rank" for i in range(2)]
+
+
+def test_a_failed_rank_is_named_with_its_torch_error_record(tfboot, tmp_path):
+    # What torch's @record writes to TORCHELASTIC_ERROR_FILE when the rank raises.
+    script = ('if [ "$RANK" = 3 ]; then printf \'{"message": {"message": "RuntimeError: rank 3 lost its data\\\\nTraceback", '
+              '"extraInfo": {"py_callstack": "...", "timestamp": "0"}}}\' > "$TORCHELASTIC_ERROR_FILE"; exit 1; fi; '
+              'trap "exit 0" TERM; sleep 30 & wait')
+    started = time.monotonic()
+    result = local(tfboot, tmp_path, ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"], script)
+    assert result.returncode == 1, result.stderr
+    assert time.monotonic() - started < 20
+    assert ("job failed: worker:1 rank 3 exited with status 1: rank 3 on 127.0.0.1: RuntimeError: rank 3 lost its data; "
+            "exiting 1") in result.stderr
+
+
+def test_an_error_file_from_an_earlier_run_is_not_taken_for_this_one(tfboot, tmp_path):
+    stale = tmp_path / "logs" / "worker_0" / "error_rank0.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text('{"message": {"message": "OldError: from yesterday"}}')
+    result = local(tfboot, tmp_path, ["--framework", "pytorch", "--cluster", "worker=1"], "exit 4")
+    assert result.returncode == 4
+    assert "OldError" not in result.stderr
+    assert not stale.exists()
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--framework", "mxnet"], {}, "--framework 'mxnet' must be tensorflow, pytorch or jax"),
+    (["--nproc-per-node", "2"], {}, "--nproc-per-node '2' applies to --framework pytorch and jax; a TensorFlow task is one process"),
+    (["--framework", "pytorch", "--nproc-per-node", "lots"], {},
+     "--nproc-per-node 'lots' must be a number of processes 1..1024, gpu, cpu or auto"),
+    (["--framework", "pytorch", "--cluster", "ps=1,worker=2"], {},
+     "--framework pytorch: the cluster has ps:0, but a pytorch job has only nodes (chief and workers); drop its ps tasks"),
+    (["--framework", "pytorch", "--cluster", "worker=2"], {"GLOO_SOCKET_IFNAME": "nosuch0"},
+     "GLOO_SOCKET_IFNAME='nosuch0' names 'nosuch0', which is no interface of this host"),
+])
+def test_usage_errors_exit_2_before_any_lookup(run_tfboot, args, env, message):
+    started = time.monotonic()
+    result = run_tfboot([*args, "--hostname", "mnist-worker-1", "--wait", "1m", "--", "true"],
+                        env={"TFBOOT_CLUSTER": "worker=2", **env})
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert len([line for line in result.stderr.splitlines() if " error " in line]) == 1
+    assert time.monotonic() - started < 5  # nothing waited on the network
+
+
+# Pods: network namespaces with tfboot as PID 1 behind a real dnsmasq (tests/harness).
+
+@pytest.fixture
+def net():
+    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
+        yield network
+
+
+def start_pod(net, tfboot, pod, script, log_root, args=(), env=None):
+    full = {"TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s", "TFBOOT_STOP_GRACE": "5s", **(env or {})}
+    return net.run(pod, [tfboot, *args, "--", "sh", "-c", script], env=full)
+
+
+@pytest.mark.root
+def test_pods_two_processes_each_and_the_collectives_interface(net, tfboot, tmp_path):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    script = SHOW + '; echo "if=$GLOO_SOCKET_IFNAME/$NCCL_SOCKET_IFNAME"'
+    procs = [start_pod(net, tfboot, pod, script, tmp_path,
+                       ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"]) for pod in pods]
+    results = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
+    master = "mnist-worker-0.mnist.default.svc.cluster.local:29500"
+    for node, (out, err) in enumerate(results):
+        lines = sorted(line for line in out.splitlines() if "rank=" in line)
+        assert lines == [f"[rank {r}] rank={r} local={r % 2} world=4 group={node}/2 master={master} omp=1 tf=unset"
+                         for r in (2 * node, 2 * node + 1)], err
+        # The pod's one network interface besides lo is the one whose route reaches the master.
+        interfaces = {line.split("] ", 1)[1] for line in out.splitlines() if "if=" in line}
+        assert len(interfaces) == 1 and interfaces != {"if=lo/lo"} and "/" in interfaces.pop(), out
+        assert "running 2 processes of" in err
+
+
+@pytest.mark.root
+def test_pods_one_rank_fails_its_task_and_the_other_pod_stops_with_its_message(net, tfboot, tmp_path):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    script = ('if [ "$RANK" = 3 ]; then sleep 1; printf \'{"message": {"message": "ValueError: bad shard"}}\' '
+              '> "$TORCHELASTIC_ERROR_FILE"; exit 3; fi; trap "exit 0" TERM; sleep 60 & wait')
+    args = ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"]
+    started = time.monotonic()
+    procs = [start_pod(net, tfboot, pod, script, tmp_path, args) for pod in pods]
+    results = [proc.communicate(timeout=60) for proc in procs]
+    elapsed = time.monotonic() - started
+    assert [proc.returncode for proc in procs] == [STOPPED_BY_JOB, 3], [err for _, err in results]
+    assert elapsed < 20
+    assert "rank 3 failed: rank 3 on mnist-worker-1: ValueError: bad shard; stopping the other processes of the task" in results[1][1]
+    assert "stopping: worker:1 failed with status 3: rank 3 on mnist-worker-1: ValueError: bad shard" in results[0][1]
+
+
+@pytest.mark.root
+def test_pods_kubeflow_pet_variables_alone_run_a_pytorch_job(tfboot, tmp_path):
+    # A TrainJob "bert" of two nodes: JobSet names its pods bert-node-0-<k> in subdomain bert.
+    with ClusterNetwork(service="bert", namespace="default", cluster_domain="cluster.local") as trainjob:
+        pods = [trainjob.add_pod(f"bert-node-0-{k}") for k in range(2)]
+        for pod in pods:
+            trainjob.publish(pod)
+        procs = []
+        for k, pod in enumerate(pods):
+            env = {"PET_NNODES": "2", "PET_NODE_RANK": str(k), "PET_MASTER_ADDR": "bert-node-0-0.bert",
+                   "PET_MASTER_PORT": "29500", "PET_NPROC_PER_NODE": "1", "TFBOOT_LOG_ROOT": str(tmp_path),
+                   "TFBOOT_WAIT": "30s"}
+            procs.append(trainjob.run(pod, [tfboot, "sh", "-c", SHOW], env=env))
+        results = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
+    for k, (out, err) in enumerate(results):
+        assert out.strip() == f"rank={k} local=0 world=2 group={k}/2 master=bert-node-0-0.bert:29500 omp=unset tf=unset"
+        assert f"identity worker:{k} from Kubeflow (PET_NODE_RANK={k})" in err
+    startup = json.loads((tmp_path / "worker_1" / "startup.json").read_text())
+    assert startup["identity_source"] == "Kubeflow (PET_NODE_RANK=1)"

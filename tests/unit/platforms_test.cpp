@@ -452,6 +452,14 @@ TEST_CASE("platforms::job_from_kubeflow") {
          "mnist-worker-0:23456 mnist-worker-1:23456"},
     });
   }
+  SUBCASE("an older PyTorchJob's MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK, with --framework pytorch only") {
+    Environment env{{"WORLD_SIZE", "2"}, {"RANK", "1"}, {"MASTER_ADDR", "mnist-master-0"}, {"MASTER_PORT", "23456"}};
+    check_rows(kubeflow, {
+        {"asked for", {{"--framework", "pytorch"}, env},
+         "worker:0 from Kubeflow (RANK=1) | chief mnist-master-0:23456; worker mnist-worker-0:23456"},
+        {"not asked for: any launcher may have left these", {{}, env}, "none"},
+    });
+  }
   SUBCASE("a TrainJob's JAX runtime") {
     Environment env{{"JAX_NUM_PROCESSES", "2"}, {"JAX_PROCESS_ID", "1"}, {"JAX_COORDINATOR_ADDRESS", "lm-node-0-0.lm:29500"}};
     check_rows(kubeflow, {

@@ -1,5 +1,6 @@
 // Kubeflow: a TrainJob's torch and JAX runtimes, and a PyTorchJob, describe the job in variables
-// (PET_* as torchrun reads them; JAX_*). The nodes' names follow node 0's, the master
+// (PET_* as torchrun reads them; JAX_*; an older PyTorchJob's MASTER_ADDR, MASTER_PORT,
+// WORLD_SIZE and RANK with --framework pytorch). The nodes' names follow node 0's, the master
 // (README: PyTorch and JAX, "Kubeflow").
 #include <charconv>
 
@@ -68,6 +69,27 @@ Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
   return std::optional<NodeVariables>{job};
 }
 
+// An older PyTorchJob sets only torch's own names, which any launcher may have left behind: read
+// them only when --framework pytorch says so. WORLD_SIZE counts nodes here (one process each).
+Result<std::optional<NodeVariables>> pytorchjob_variables(const Environment& env) {
+  const std::string platform = "Kubeflow";
+  auto found = all_or_none(env, {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}, platform);
+  if (!found) return std::unexpected(found.error());
+  if (!*found) return std::optional<NodeVariables>{};
+  const auto& values = **found;
+  NodeVariables job{platform, Framework::pytorch, values[2], 0, 0, 0, "RANK", std::nullopt};
+  auto nodes = number_from(values[0], 1, static_cast<int>(max_platform_hosts));
+  if (!nodes) return std::unexpected(nodes.error());
+  auto rank = number_from(values[1], 0, *nodes - 1);
+  if (!rank) return usage_error(quoted(values[1]) + " must be a rank 0.." + std::to_string(*nodes - 1) + " (WORLD_SIZE is " + values[0].value + ")");
+  auto port = number_from(values[3], 1, 65535);
+  if (!port) return std::unexpected(port.error());
+  job.nodes = *nodes;
+  job.node_rank = *rank;
+  job.port = *port;
+  return std::optional<NodeVariables>{job};
+}
+
 Result<std::optional<NodeVariables>> jax_variables(const Environment& env) {
   const std::string platform = "Kubeflow";
   auto found = all_or_none(env, {"JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"}, platform);
@@ -126,7 +148,11 @@ Result<std::optional<PlatformJob>> job_from_kubeflow(const PlatformInputs& in) {
   if (!torch) return std::unexpected(torch.error());
   auto jax = *torch ? Result<std::optional<NodeVariables>>{std::optional<NodeVariables>{}} : jax_variables(in.env);
   if (!jax) return std::unexpected(jax.error());
-  const std::optional<NodeVariables>& found = *torch ? *torch : *jax;
+  const bool pytorch_asked = in.options.framework_given && in.options.framework == Framework::pytorch;
+  auto plain = *torch || *jax || !pytorch_asked ? Result<std::optional<NodeVariables>>{std::optional<NodeVariables>{}}
+                                                : pytorchjob_variables(in.env);
+  if (!plain) return std::unexpected(plain.error());
+  const std::optional<NodeVariables>& found = *torch ? *torch : *jax ? *jax : *plain;
   if (!found) return std::optional<PlatformJob>{};
   auto job = nodes_from_master(*found, in.parsed.ports, in.options.port.source != "default");
   if (!job) return std::unexpected(job.error());

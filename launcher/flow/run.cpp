@@ -175,17 +175,20 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
   return launch;
 }
 
-bool runs_as_init(const Options& options) { return options.init.value_or(::getpid() == 1); }
+// Several processes need a supervisor, whether or not tfboot is PID 1.
+bool runs_as_init(const Options& options, const NodeJob& nodes) {
+  return options.init.value_or(::getpid() == 1) || nodes.local_world_size > 1;
+}
 
 Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
-                                             const HostFacts& facts, const std::optional<std::string>& secret) {
+                                             const HostFacts& facts, const std::optional<std::string>& secret,
+                                             const NodeJob& nodes) {
   if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options));
+  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes));
 }
 
 Result<int> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
-  // Several processes need a supervisor, whether or not tfboot is PID 1.
-  bool as_init = runs_as_init(options) || launch.processes.size() > 1;
+  bool as_init = runs_as_init(options, nodes);
   if (launch.processes.size() > 1) {
     log::info("running {} processes of {} (supervised as init)", launch.processes.size(), command_text(launch.task.command));
   } else {
@@ -230,7 +233,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret);
+  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes);
   if (!job) return std::unexpected(job.error());
   if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
   tf_config = make_tf_config_text(options, *plan, dns->names);

@@ -147,6 +147,20 @@ std::vector<std::string> settle_master(const Options& options, const Environment
 
 // From here a stop signal waits until the files are whole: the supervisor passes it on to the
 // command, or, for exec, it ends us just before the command would start.
+// startup.json's "framework": the node's place in a PyTorch or JAX job; "" for TensorFlow.
+std::string framework_summary_json(const NodeJob& nodes, const std::vector<std::string>& interface_entries) {
+  if (nodes.framework == Framework::tensorflow) return "";
+  nlohmann::ordered_json summary;
+  summary["name"] = std::string(framework_name(nodes.framework));
+  summary["node_rank"] = nodes.node_rank;
+  summary["nodes"] = nodes.nodes;
+  summary["nproc_per_node"] = nodes.local_world_size;
+  summary["world_size"] = nodes.world_size();
+  summary["master"] = join_host_port(nodes.master_addr, nodes.master_port);
+  summary["collectives_interface"] = interface_entries;
+  return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 Result<Launch> write_files(const Options& options, const Plan& plan, const DnsResult& dns, const std::string& tf_config,
                            const JobMembership& job, const std::vector<std::string>& inherited, double started_at,
                            const NodeJob& nodes, const std::vector<std::string>& interface_entries, const Environment& env) {
@@ -158,6 +172,7 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
   StartupReport report{TFBOOT_VERSION_STRING, plan.identity, plan.hostname.name, plan.peers, dns.names, dns.servers,
                        dns.warnings, tf_config, launch.task.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
   for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
+  report.framework_json = framework_summary_json(nodes, interface_entries);
   if (auto written = write_task_files(log_dir, report); !written) {
     const std::string root = options.log_root ? quoted(*options.log_root)
                                               : "the default --log-root '/logs' (mount a volume there, or set --log-root or TFBOOT_LOG_ROOT)";

@@ -97,6 +97,7 @@ std::string build_startup_json(const StartupReport& report, const PreviousStarts
   root["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
   root["command"] = report.command;
   if (!report.job_json.empty()) root["job"] = ordered_json::parse(report.job_json, nullptr, false);
+  if (!report.framework_json.empty()) root["framework"] = ordered_json::parse(report.framework_json, nullptr, false);
   root["restarts"] = previous.restarts;
   ordered_json history = ordered_json::array();
   for (const auto& start : previous.history) {

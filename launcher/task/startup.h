@@ -26,6 +26,7 @@ struct StartupReport {
   double dns_wait_seconds = 0;
   double written_at = 0;
   std::string job_json;  // the job's control channel: a JSON object text, or empty when off
+  std::string framework_json;  // PyTorch's or JAX's view of the node: a JSON object text, or empty for TensorFlow
 };
 
 // What an earlier startup.json in the same log dir says, validated and bounded: a log dir on a

@@ -120,6 +120,11 @@ def test_pods_two_processes_each_and_the_collectives_interface(net, tfboot, tmp_
         interfaces = {line.split("] ", 1)[1] for line in out.splitlines() if "if=" in line}
         assert len(interfaces) == 1 and interfaces != {"if=lo/lo"} and "/" in interfaces.pop(), out
         assert "running 2 processes of" in err
+        framework = json.loads((tmp_path / f"worker_{node}" / "startup.json").read_text())["framework"]
+        interface = framework.pop("collectives_interface")
+        assert framework == {"name": "pytorch", "node_rank": node, "nodes": 2, "nproc_per_node": 2, "world_size": 4,
+                             "master": master}
+        assert len(interface) == 2 and interface[0].startswith("NCCL_SOCKET_IFNAME=")
 
 
 @pytest.mark.root

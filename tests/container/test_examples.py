@@ -1,8 +1,10 @@
 """The deployment examples in examples/: the Kubernetes manifests pass the API schemas (strict: no
 unknown field), with and without their optional control secret, and deploy the way tfboot needs
 (job supervision included: control port, exit codes in the Jobs' failure policies, idle StatefulSets,
-a NetworkPolicy that admits only the job's pods), the compose files pass `docker compose config`,
-and in every pod of every example tfboot prints exactly the TF_CONFIG that examples/README.md shows.
+a NetworkPolicy that admits only the job's pods), give tfboot only options and TFBOOT_* variables
+its --help lists, the compose files pass `docker compose config`, and in every pod of every example
+tfboot prints exactly the TF_CONFIG that examples/README.md shows, or, for the PyTorch examples,
+starts the job and gives each process exactly the torchrun variables README.md shows.
 
 Each pod runs in a pod of the namespace network (tests/harness/cluster.py) with the hostname, the
 kubelet's /etc/hosts and resolv.conf (or Docker's), the environment and the args the example gives
@@ -14,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -24,6 +27,7 @@ except ImportError as e:
     pytest.fail(f"{e.name} is not installed: run scripts/setup-containers", pytrace=False)
 
 from harness.cluster import ClusterNetwork
+from kubeflow_trainer import trainjob_as_jobset
 from paths import REPO_DIR
 from workloads import IMAGE_CMD, Pod, compose_containers, kubernetes_pods, tfjob_pods
 
@@ -53,6 +57,18 @@ SECRET_PATH = "/var/run/secrets/tfboot/secret"
 
 # The ```json block right after "<!-- tf_config: <example> pod=<pod> -->" in examples/README.md
 README_BLOCK = re.compile(r"<!-- tf_config: (?P<example>\S+) pod=(?P<pod>\S+) -->\s*```json\n(?P<json>.*?)```", re.S)
+# PyTorch examples: the ```sh block right after "<!-- torch_env: <example> pod=<pod> -->", one line
+# `KEY=value ...` per process of the pod, with exactly these variables (torchrun's).
+README_TORCH_BLOCK = re.compile(r"<!-- torch_env: (?P<example>\S+) pod=(?P<pod>\S+) -->\s*```sh\n(?P<text>.*?)```", re.S)
+TORCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+# What each process runs in the test instead of the trainer: one line with those variables.
+PRINT_TORCH_VARIABLES = ("import json, os; print('TORCH_VARIABLES', json.dumps({k: os.environ.get(k) for k in "
+                         f"{TORCH_VARIABLES!r}}}), flush=True)")
+# tfboot's --help: "  --name METAVAR   text" (a METAVAR: the option takes a value), "  --init, --no-init",
+# and "env TFBOOT_NAME" for each option's twin.
+HELP_OPTION = re.compile(r"^  (--[a-z0-9-]+)(?:, (--[a-z0-9-]+))?( [A-Z]+)?  ", re.M)
+HELP_TWIN = re.compile(r"\benv (TFBOOT_[A-Z0-9_]+)")
+TWINS_BESIDES_OPTIONS = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR"}   # README: read, though no option's twin
 
 JOBSET_SPEC_FIELDS = {"replicatedJobs", "network", "successPolicy", "failurePolicy", "startupPolicy", "suspend",
                       "coordinator", "managedBy", "ttlSecondsAfterFinished", "volumeClaimPolicies"}
@@ -66,6 +82,21 @@ JOBSET_FAILURE_RULE_NAME = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$
 JOB_FAILURE_REASONS = {"BackoffLimitExceeded", "DeadlineExceeded", "PodFailurePolicy", "MaxFailedIndexesExceeded",
                        "FailedIndexes"}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Kubeflow Trainer's TrainJob (trainer.kubeflow.org/v1alpha1, Trainer v2.2 and later), each
+# object's fields; the patches' Kubernetes types are checked against the Pod schema.
+TRAINJOB_FIELDS = {
+    "spec": {"runtimeRef", "initializer", "trainer", "runtimePatches", "suspend", "activeDeadlineSeconds", "managedBy"},
+    "runtimeRef": {"name", "apiGroup", "kind"},
+    "trainer": {"image", "command", "args", "env", "numNodes", "resourcesPerNode", "numProcPerNode"},
+    "runtimePatch": {"manager", "time", "trainingRuntimeSpec"},
+    "trainingRuntimeSpec": {"template"},
+    "jobSetTemplate": {"metadata", "spec"}, "jobSetSpec": {"replicatedJobs"}, "replicatedJob": {"name", "template"},
+    "jobTemplate": {"metadata", "spec"}, "jobSpec": {"template"}, "podTemplate": {"metadata", "spec"},
+    "podSpec": {"serviceAccountName", "volumes", "initContainers", "containers", "imagePullSecrets", "securityContext",
+                "nodeSelector", "affinity", "tolerations", "schedulingGates", "terminationGracePeriodSeconds"},
+    "container": {"name", "env", "volumeMounts", "securityContext"},
+}
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 def ordered(text: str):
@@ -80,6 +111,20 @@ def readme_blocks() -> dict[str, tuple[str, str]]:
     for m in README_BLOCK.finditer(text):
         assert m["example"] not in blocks, f"examples/README.md: two TF_CONFIG blocks for {m['example']}"
         blocks[m["example"]] = (m["pod"], m["json"])
+    return blocks
+
+
+def readme_torch_blocks() -> dict[str, tuple[str, list[dict[str, str]]]]:
+    """example -> (pod, [{variable: value} for each process of the pod, in the README's order])."""
+    with open(README) as f:
+        text = f.read()
+    blocks = {}
+    for m in README_TORCH_BLOCK.finditer(text):
+        assert m["example"] not in blocks, f"examples/README.md: two torch_env blocks for {m['example']}"
+        processes = [dict(item.split("=", 1) for item in line.split()) for line in m["text"].splitlines() if line.strip()]
+        for process in processes:
+            assert sorted(process) == sorted(TORCH_VARIABLES), f"examples/README.md: {m['example']}: {sorted(process)}"
+        blocks[m["example"]] = (m["pod"], processes)
     return blocks
 
 
@@ -114,6 +159,49 @@ def load_manifest_with_control_secret(name: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+def fold_tfboot_command(container: dict) -> None:
+    """`command: [tfboot, <options>...]` with `args: [python, ...]` runs what an image with tfboot
+    as ENTRYPOINT runs with `args: [<options>..., python, ...]`: the form the model of the pods
+    (workloads.py) and the tests take. Other commands are left for the tests to refuse."""
+    command = container.get("command")
+    if command and command[0] == "tfboot":
+        container["args"] = [*command[1:], *(container.get("args") or [])]
+        del container["command"]
+
+
+def as_deployed(docs: list[dict]) -> list[dict]:
+    """The workloads as the cluster runs them: a TrainJob as the JobSet Kubeflow Trainer creates
+    for it (kubeflow_trainer.py), and a container whose command is tfboot with its options folded
+    into args (fold_tfboot_command)."""
+    deployed = [trainjob_as_jobset(doc) if doc["kind"] == "TrainJob" else copy.deepcopy(doc) for doc in docs]
+    for doc in deployed:
+        for template in pod_templates(doc):
+            for container in template["spec"]["containers"]:
+                fold_tfboot_command(container)
+    return deployed
+
+
+def example_framework(name: str) -> str:
+    """tensorflow, pytorch or jax: what the example's tfboot runs (--framework, its twin, or
+    Kubeflow's PET_* variables, which say pytorch). A manifest the model cannot read counts as
+    TensorFlow here, and fails its own tests."""
+    try:
+        pods = kubernetes_pods(as_deployed(load_manifest(name)))
+    except Exception:  # noqa: BLE001 - reported by the tests of that manifest, not at collection
+        return "tensorflow"
+    frameworks = set()
+    for pod in pods:
+        framework = pod.env.get("TFBOOT_FRAMEWORK") or ("pytorch" if "PET_NNODES" in pod.env else "tensorflow")
+        for i, arg in enumerate(pod.args):
+            if arg == "--framework" and i + 1 < len(pod.args):
+                framework = pod.args[i + 1]
+            elif arg.startswith("--framework="):
+                framework = arg.split("=", 1)[1]
+        frameworks.add(framework)
+    assert len(frameworks) == 1, f"{name}: pods of frameworks {frameworks}"
+    return frameworks.pop()
+
+
 def pod_templates(doc: dict) -> list[dict]:
     """The pod templates of a workload (StatefulSet, Job, each Job of a JobSet)."""
     if doc["kind"] in ("StatefulSet", "Job"):
@@ -132,10 +220,54 @@ def job_specs(doc: dict) -> list[dict]:
     return []
 
 
+# The examples by the framework their tfboot runs: TF_CONFIG for TensorFlow, torchrun's variables for PyTorch.
+TENSORFLOW_KUBERNETES_EXAMPLES = [n for n in KUBERNETES_EXAMPLES if example_framework(n) == "tensorflow"]
+TORCH_KUBERNETES_EXAMPLES = [n for n in KUBERNETES_EXAMPLES if example_framework(n) == "pytorch"]
+assert len(TENSORFLOW_KUBERNETES_EXAMPLES) + len(TORCH_KUBERNETES_EXAMPLES) == len(KUBERNETES_EXAMPLES), "a jax example?"
+
+
 def env_value(container: dict, name: str):
     values = [item.get("value") for item in container.get("env", []) if item["name"] == name]
     assert len(values) <= 1, f"{name} set twice"
     return values[0] if values else None
+
+
+@pytest.fixture(scope="module")
+def tfboot_options(tfboot) -> dict:
+    """tfboot's options as its --help lists them ("options": name -> takes a value) and the
+    TFBOOT_* variables it reads ("twins")."""
+    cp = subprocess.run([tfboot, "--help"], capture_output=True, text=True, timeout=10, check=True)
+    options = {}
+    for m in HELP_OPTION.finditer(cp.stdout):
+        for option in (m[1], m[2]):
+            if option:
+                options[option] = bool(m[3])
+    assert options.get("--framework") is True and options.get("--print") is False, cp.stdout
+    return {"options": options, "twins": set(HELP_TWIN.findall(cp.stdout)) | TWINS_BESIDES_OPTIONS}
+
+
+def split_tfboot_args(args: list[str], options: dict[str, bool]) -> tuple[list[str], list[str]]:
+    """tfboot's own options and the command after them: options stop at the first non-option or
+    at `--` (README: Command line). An option tfboot does not have fails the test."""
+    i = 0
+    while i < len(args):
+        if args[i] == "--":
+            return args[:i], args[i + 1:]
+        if not args[i].startswith("-"):
+            break
+        name = args[i].split("=", 1)[0]
+        assert name in options, f"{args[i]}: tfboot has no such option (tfboot --help)"
+        i += 2 if options[name] and "=" not in args[i] else 1
+    return args[:i], args[i:]
+
+
+def test_tfboot_options_end_at_the_command_and_must_exist(tfboot_options):
+    options = tfboot_options["options"]
+    assert split_tfboot_args(["--framework", "pytorch", "--print", "python", "t.py", "--epochs", "3"], options) == \
+        (["--framework", "pytorch", "--print"], ["python", "t.py", "--epochs", "3"])
+    assert split_tfboot_args(["--port=29501", "--", "--not-an-option"], options) == (["--port=29501"], ["--not-an-option"])
+    with pytest.raises(AssertionError, match="--frameworks"):
+        split_tfboot_args(["--frameworks", "pytorch", "python"], options)
 
 
 def compose_command() -> list[str]:
@@ -209,26 +341,81 @@ def check_jobset(doc: dict, where: str) -> None:
                   "spec": job["template"]["spec"]}, job_where)
 
 
-@pytest.mark.parametrize("name", KUBERNETES_FILES)
-def test_manifest_passes_the_kubernetes_schemas(name):
-    docs = load_manifest(name)
-    assert docs, name
+def check_fields(value: dict, kind: str, where: str) -> None:
+    unknown = set(value) - TRAINJOB_FIELDS[kind]
+    assert not unknown, f"{where}: unknown fields of {kind}: {sorted(unknown)}"
+
+
+def check_trainjob(doc: dict, where: str) -> None:
+    """TrainJob has no schema in the validator: its own fields by hand, and the Kubernetes types
+    in it (env, resources, the patches' volumes and mounts) as the Pod the Trainer makes of them,
+    against v1 Pod."""
+    assert doc["apiVersion"] == "trainer.kubeflow.org/v1alpha1", where
+    assert set(doc) <= {"apiVersion", "kind", "metadata", "spec"}, where
+    name = doc["metadata"]["name"]
+    assert DNS_1035_LABEL.match(name) and len(name) <= 63, f"{where}: metadata.name"
+    spec = doc["spec"]
+    check_fields(spec, "spec", where)
+    check_fields(spec["runtimeRef"], "runtimeRef", where)
+    assert spec["runtimeRef"]["name"], f"{where}: runtimeRef.name"
+    trainer = spec.get("trainer", {})
+    check_fields(trainer, "trainer", where)
+    for key in ("command", "args"):
+        assert all(isinstance(arg, str) for arg in trainer.get(key, [])), f"{where}: trainer.{key} must be strings"
+    for key in ("numNodes", "numProcPerNode"):
+        assert isinstance(trainer.get(key, 1), int) and trainer.get(key, 1) >= 1, f"{where}: trainer.{key}"
+    for patch in spec.get("runtimePatches", []):
+        check_fields(patch, "runtimePatch", where)
+        assert patch["manager"], f"{where}: runtimePatches[].manager"
+        runtime_spec = patch.get("trainingRuntimeSpec", {})
+        check_fields(runtime_spec, "trainingRuntimeSpec", where)
+        check_fields(runtime_spec.get("template", {}), "jobSetTemplate", where)
+        check_fields(runtime_spec.get("template", {}).get("spec", {}), "jobSetSpec", where)
+        for job in runtime_spec.get("template", {}).get("spec", {}).get("replicatedJobs", []):
+            check_fields(job, "replicatedJob", where)
+            check_fields(job.get("template", {}), "jobTemplate", where)
+            check_fields(job.get("template", {}).get("spec", {}), "jobSpec", where)
+            pod = job.get("template", {}).get("spec", {}).get("template", {})
+            check_fields(pod, "podTemplate", where)
+            check_fields(pod.get("spec", {}), "podSpec", where)
+            for container in pod.get("spec", {}).get("containers", []):
+                check_fields(container, "container", where)
+    template = trainjob_as_jobset(doc)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    validate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-node-0-0"}, "spec": template["spec"]},
+             f"{where}: as the Trainer's pod")
+
+
+def check_manifest_schemas(docs: list[dict], where_prefix: str) -> None:
+    assert docs, where_prefix
     for doc in docs:
-        where = f"{name}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
+        where = f"{where_prefix}: {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
         if doc.get("kind") == "JobSet":
             check_jobset(doc, where)
+        elif doc.get("kind") == "TrainJob":
+            check_trainjob(doc, where)
         else:
             validate(doc, where)
+
+
+@pytest.mark.parametrize("name", KUBERNETES_FILES)
+def test_manifest_passes_the_kubernetes_schemas(name):
+    check_manifest_schemas(load_manifest(name), name)
 
 
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
 def test_manifest_with_its_control_secret_passes_the_kubernetes_schemas(name):
-    for doc in load_manifest_with_control_secret(name):
-        where = f"{name} (control secret on): {doc.get('kind')} {doc.get('metadata', {}).get('name')}"
-        if doc.get("kind") == "JobSet":
-            check_jobset(doc, where)
-        else:
-            validate(doc, where)
+    check_manifest_schemas(load_manifest_with_control_secret(name), f"{name} (control secret on)")
+
+
+def test_trainjob_check_rejects_an_unknown_field():
+    doc = copy.deepcopy(load_manifest("kubernetes/pytorch-trainjob.yaml")[0])
+    doc["spec"]["trainer"]["numProcsPerNode"] = 2
+    with pytest.raises(AssertionError, match="numProcsPerNode"):
+        check_trainjob(doc, "misspelt")
+    doc = copy.deepcopy(load_manifest("kubernetes/pytorch-trainjob.yaml")[0])
+    doc["spec"]["trainer"]["env"] = [{"name": "X", "valeu": "1"}]
+    with pytest.raises(pytest.fail.Exception):
+        check_trainjob(doc, "misspelt env")
 
 
 def test_uncommenting_the_control_secret_touches_only_its_lines():
@@ -240,7 +427,7 @@ def test_uncommenting_the_control_secret_touches_only_its_lines():
 def test_control_secret_reaches_every_trainer_as_a_mounted_file(name):
     secrets = {d["metadata"]["name"]: d for d in load_manifest(CONTROL_SECRET_FILE) if d["kind"] == "Secret"}
     directory, key = os.path.split(SECRET_PATH)
-    templates = [t for doc in load_manifest_with_control_secret(name) for t in pod_templates(doc)]
+    templates = [t for doc in as_deployed(load_manifest_with_control_secret(name)) for t in pod_templates(doc)]
     assert templates, name
     for template in templates:
         container = template["spec"]["containers"][0]
@@ -287,6 +474,11 @@ def test_manifest_supervises_the_job(name):
     restart, and a task's own failure restarts the JobSet once)."""
     for doc in load_manifest(name):
         where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
+        if doc["kind"] == "TrainJob":
+            # Its runtime owns the Job and the container's ports: a TrainJob can declare neither
+            # the control port nor a podFailurePolicy (examples/README.md says what that means).
+            assert "TFBOOT_IDLE_WHEN_DONE" not in {e["name"] for e in doc["spec"]["trainer"].get("env", [])}, where
+            continue
         for template in pod_templates(doc):
             container = template["spec"]["containers"][0]
             ports = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
@@ -328,9 +520,10 @@ def selects(selector: dict, labels: dict) -> bool:
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
 def test_network_policy_admits_only_the_jobs_own_pods(name):
     """One NetworkPolicy selects every pod of the example and no other example's pod, and admits
-    to its pods' ports (TensorFlow's and the control port) exactly those pods."""
-    pods = kubernetes_pods(load_manifest(name))
-    others = [p for other in KUBERNETES_EXAMPLES if other != name for p in kubernetes_pods(load_manifest(other))]
+    to its pods' ports (TensorFlow's and the control port) exactly those pods. PyTorch's pods
+    admit each other on every TCP port: Gloo and NCCL connect the ranks on ports the kernel picks."""
+    pods = kubernetes_pods(as_deployed(load_manifest(name)))
+    others = [p for other in KUBERNETES_EXAMPLES if other != name for p in kubernetes_pods(as_deployed(load_manifest(other)))]
     policies = [d for d in load_manifest(NETWORK_POLICY_FILE) if any(selects(d["spec"]["podSelector"], p.labels) for p in pods)]
     assert len(policies) == 1, f"{name}: {len(policies)} NetworkPolicies select its pods"
     policy = policies[0]
@@ -338,7 +531,7 @@ def test_network_policy_admits_only_the_jobs_own_pods(name):
     assert all(selects(policy["spec"]["podSelector"], p.labels) for p in pods), f"{where}: misses pods of {name}"
     assert not any(selects(policy["spec"]["podSelector"], p.labels) for p in others), f"{where}: selects other pods"
     assert policy["spec"]["policyTypes"] == ["Ingress"], where
-    admitted_ports = set()
+    admitted_ports, every_port = set(), False
     for rule in policy["spec"]["ingress"]:
         assert rule.get("from"), f"{where}: a rule without `from` admits everyone"
         for peer in rule["from"]:
@@ -347,15 +540,23 @@ def test_network_policy_admits_only_the_jobs_own_pods(name):
             assert not any(selects(peer["podSelector"], p.labels) for p in others), f"{where}: admits other pods"
         assert rule.get("ports"), f"{where}: a rule without `ports` admits every port"
         for port in rule["ports"]:
-            assert port.get("protocol", "TCP") == "TCP" and isinstance(port["port"], int), where
-            admitted_ports.add(port["port"])
+            assert port.get("protocol", "TCP") == "TCP" and "endPort" not in port, where
+            if "port" in port:
+                assert isinstance(port["port"], int), where
+                admitted_ports.add(port["port"])
+            else:
+                every_port = True
+    if name in TORCH_KUBERNETES_EXAMPLES:
+        assert every_port and not admitted_ports, f"{where}: the ranks' ports are not known in advance: admit every TCP port"
+        return
+    assert not every_port, f"{where}: admits every port"
     assert admitted_ports == {port for p in pods for port in p.ports}, f"{where}: ports {admitted_ports}"
     assert CONTROL_PORT in admitted_ports, where
 
 
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
-def test_manifest_deploys_the_way_tfboot_needs(name):
-    docs = load_manifest(name)
+def test_manifest_deploys_the_way_tfboot_needs(name, tfboot_options):
+    docs = as_deployed(load_manifest(name))
     services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
     for service in services.values():
         where = f"{name}: Service {service['metadata']['name']}"
@@ -386,7 +587,19 @@ def test_manifest_deploys_the_way_tfboot_needs(name):
                 spec = job["template"]["spec"]
                 assert spec.get("completions", 1) == spec.get("parallelism", 1), f"{where}: every task must run at once"
     for pod in kubernetes_pods(docs):
-        assert pod.args[:1] in (["python"], ["python3"]), f"{name}: pod {pod.name}: args {pod.args}"
+        _, command = split_tfboot_args(pod.args, tfboot_options["options"])
+        assert command[:1] in (["python"], ["python3"]), f"{name}: pod {pod.name}: args {pod.args}"
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_gives_tfboot_only_its_own_options(name, tfboot_options):
+    """Every option before the trainer and every TFBOOT_* variable is one that tfboot's --help
+    lists (an unknown variable would only be warned about, and its setting lost)."""
+    for pod in kubernetes_pods(as_deployed(load_manifest(name))):
+        _, command = split_tfboot_args(pod.args, tfboot_options["options"])
+        assert command, f"{name}: pod {pod.name}: no command after tfboot's options {pod.args}"
+        unknown = {key for key in pod.env if key.startswith("TFBOOT_")} - tfboot_options["twins"]
+        assert not unknown, f"{name}: pod {pod.name}: no such tfboot variables: {sorted(unknown)}"
 
 
 def test_kubernetes_model_publishes_records_only_with_publish_not_ready_addresses():
@@ -397,11 +610,16 @@ def test_kubernetes_model_publishes_records_only_with_publish_not_ready_addresse
 
 
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
-def test_containers_keep_the_image_entrypoint(name):
+def test_containers_run_tfboot(name):
+    """Either the image's ENTRYPOINT (tfboot; no `command:`, which would replace it) or a command
+    that is tfboot (an image, such as PyTorch's, without it as ENTRYPOINT)."""
     for doc in load_manifest(name):
+        if doc["kind"] == "TrainJob":
+            assert doc["spec"]["trainer"]["command"][:1] == ["tfboot"], f"{name}: the trainer's command must be tfboot"
         for template in pod_templates(doc):
             for container in template["spec"]["containers"]:
-                assert "command" not in container, f"{name}: `command:` would replace tfboot, the image's ENTRYPOINT"
+                assert container.get("command", ["tfboot"])[:1] == ["tfboot"], \
+                    f"{name}: `command:` would replace tfboot, the image's ENTRYPOINT"
 
 
 @pytest.mark.parametrize("name", COMPOSE_FILES)
@@ -429,15 +647,17 @@ def test_compose_file_with_its_control_secret_passes_compose_config(name, tmp_pa
 
 
 # --------------------------------------------------------------------------------------------
-# TF_CONFIG in every pod
+# TF_CONFIG, or torchrun's variables, in every pod
 
 
-def test_every_example_has_its_tf_config_in_the_readme():
-    assert set(readme_blocks()) == {*KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB}
+def test_every_example_has_its_block_in_the_readme():
+    assert set(readme_blocks()) == {*TENSORFLOW_KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB}
+    assert set(readme_torch_blocks()) == set(TORCH_KUBERNETES_EXAMPLES)
 
 
-def run_tfboot_in_pods(tfboot: str, pods: list[Pod]) -> dict[str, tuple[int, str, str]]:
-    """tfboot --print (with its DNS wait) in a pod of the namespace network for each example pod."""
+def run_tfboot_in_pods(pods: list[Pod], argv_of) -> dict[str, tuple[int, str, str]]:
+    """argv_of(pod) (tfboot, with its DNS wait) in a pod of the namespace network for each example
+    pod, all at once."""
     with ClusterNetwork(service="", namespace=pods[0].namespace or "default", cluster_domain="cluster.local") as net:
         harness_pods = {}
         for pod in pods:
@@ -446,8 +666,7 @@ def run_tfboot_in_pods(tfboot: str, pods: list[Pod]) -> dict[str, tuple[int, str
         for pod in pods:
             if pod.dns_names:
                 net.publish_name(pod.dns_names[0], harness_pods[pod.name].ip, *pod.dns_names[1:])
-        procs = {pod.name: net.run(harness_pods[pod.name], [tfboot, "--print", "--wait", "20s", *pod.args], env=pod.env)
-                 for pod in pods}
+        procs = {pod.name: net.run(harness_pods[pod.name], argv_of(pod), env=pod.env) for pod in pods}
         results = {}
         for name, proc in procs.items():
             out, err = proc.communicate(timeout=60)
@@ -457,7 +676,7 @@ def run_tfboot_in_pods(tfboot: str, pods: list[Pod]) -> dict[str, tuple[int, str
 
 def example_pods(example: str, readme_json: str) -> list[Pod]:
     if example in KUBERNETES_EXAMPLES:
-        return kubernetes_pods(load_manifest(example))
+        return kubernetes_pods(as_deployed(load_manifest(example)))
     if example in COMPOSE_FILES:
         return compose_containers(compose_config(example), COMPOSE_PROJECT)
     assert example == TFJOB
@@ -476,7 +695,7 @@ def own_task(pod: Pod, cluster: dict) -> dict:
     return found[0]
 
 
-@pytest.mark.parametrize("example", [*KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB])
+@pytest.mark.parametrize("example", [*TENSORFLOW_KUBERNETES_EXAMPLES, *COMPOSE_FILES, TFJOB])
 @pytest.mark.root
 def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
     blocks = readme_blocks()
@@ -487,7 +706,7 @@ def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
     assert documented_pod in {n for p in pods for n in p.own_names}, \
         f"{example}: README's pod {documented_pod} is not one of {[p.name for p in pods]}"
 
-    results = run_tfboot_in_pods(tfboot, pods)
+    results = run_tfboot_in_pods(pods, lambda pod: [tfboot, "--print", "--wait", "20s", *pod.args])
 
     claimed = []
     for pod in pods:
@@ -505,6 +724,51 @@ def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
             assert port in pod.ports, f"{example}: pod {pod.name} listens on {port}, its container declares {pod.ports}"
     every_task = [(t, i) for t, addresses in documented["cluster"].items() for i in range(len(addresses))]
     assert sorted(claimed) == sorted(every_task), f"{example}: tasks without a pod or with two"
+
+
+@pytest.mark.parametrize("example", TORCH_KUBERNETES_EXAMPLES)
+@pytest.mark.root
+def test_torch_variables_in_every_process_are_the_ones_in_the_readme(example, tfboot, tfboot_options, tmp_path):
+    """Every pod's tfboot, with the example's options and environment, waits for the names,
+    meets the others on the control port and starts its processes, each of which prints its
+    torchrun variables instead of training: the documented pod's are exactly the README's, and
+    together the pods hold every rank once, with one master."""
+    blocks = readme_torch_blocks()
+    assert example in blocks, f"examples/README.md has no torch_env block for {example}"
+    documented_pod, documented = blocks[example]
+    pods = kubernetes_pods(as_deployed(load_manifest(example)))
+    assert documented_pod in {n for p in pods for n in p.own_names}, \
+        f"{example}: README's pod {documented_pod} is not one of {[p.name for p in pods]}"
+
+    def argv(pod: Pod) -> list[str]:
+        options, _ = split_tfboot_args(pod.args, tfboot_options["options"])
+        return [tfboot, "--wait", "20s", "--log-root", str(tmp_path / pod.name), *options,
+                sys.executable, "-c", PRINT_TORCH_VARIABLES]
+
+    results = run_tfboot_in_pods(pods, argv)
+
+    master = {key: documented[0][key] for key in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE")}
+    ranks, master_pods = [], []
+    for pod in pods:
+        code, out, err = results[pod.name]
+        assert code == 0, f"{example}: pod {pod.name} (env {pod.env}): exit {code}\n{out}\n{err}"
+        assert "did you mean" not in err, f"{example}: pod {pod.name}: {err}"
+        processes = sorted((json.loads(m) for m in re.findall(r"TORCH_VARIABLES (\{.*\})", out)),
+                           key=lambda p: int(p["LOCAL_RANK"]))
+        assert processes, f"{example}: pod {pod.name}: no process ran\n{out}\n{err}"
+        if documented_pod in pod.own_names:
+            assert processes == documented, f"{example}: pod {pod.name}:\n got {processes}\nREADME {documented}"
+        assert [p["LOCAL_RANK"] for p in processes] == [str(i) for i in range(len(processes))], f"{example}: {pod.name}"
+        for p in processes:
+            assert {key: p[key] for key in master} == master, f"{example}: pod {pod.name}: {p}"
+            assert p["LOCAL_WORLD_SIZE"] == str(len(processes)) and p["GROUP_RANK"] == processes[0]["GROUP_RANK"], p
+            assert int(p["RANK"]) == int(p["GROUP_RANK"]) * len(processes) + int(p["LOCAL_RANK"]), p
+        if master["MASTER_ADDR"].split(".")[0] in pod.own_names:
+            assert processes[0]["GROUP_RANK"] == "0", f"{example}: the master {pod.name} is not node 0"
+            master_pods.append(pod.name)
+        ranks += [int(p["RANK"]) for p in processes]
+    assert sorted(ranks) == list(range(int(master["WORLD_SIZE"]))), f"{example}: ranks {sorted(ranks)}"
+    assert len(master_pods) == 1, f"{example}: MASTER_ADDR {master['MASTER_ADDR']} names pods {master_pods}"
 
 
 def test_image_cmd_is_the_dockerfile_cmd():

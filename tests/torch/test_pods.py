@@ -36,7 +36,11 @@ def test_kubeflow_pet_variables_alone_run_the_job(tfboot, task_env, tmp_path):
         assert (f"pytorch: node {k} of 2, 1 process per node (PET_NPROC_PER_NODE '1'), ranks {k}..{k} of 2; "
                 "master myjob-node-0-0.myjob:29500") in text
         log_dir = tmp_path / "logs" / f"worker_{k}"
-        assert json.loads((log_dir / "startup.json").read_text())["identity_source"] == f"Kubeflow (PET_NODE_RANK={k})"
+        startup = json.loads((log_dir / "startup.json").read_text())
+        assert startup["identity_source"] == f"Kubeflow (PET_NODE_RANK={k})"
+        assert startup["framework"] == {"name": "pytorch", "node_rank": k, "nodes": 2, "nproc_per_node": 1,
+                                        "world_size": 2, "master": "myjob-node-0-0.myjob:29500",
+                                        "collectives_interface": ["NCCL_SOCKET_IFNAME=eth0", "GLOO_SOCKET_IFNAME=eth0"]}
         env = environments(log_dir)[k]
         assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == \
             ("myjob-node-0-0.myjob", "29500", "2", "1")

@@ -39,7 +39,7 @@ constexpr OptionSpec option_table[] = {
     {"cluster-domain", Kind::value, "D", "cluster DNS domain", "resolv.conf search list, else cluster.local"},
     {"pod-info-dir", Kind::value, "DIR", "downward-API volume with the pod's labels and annotations (JobSet)",
      "/etc/podinfo", true},
-    {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223", "2222", true},
+    {"port", Kind::value, "SPEC", "2222, or per type: 2222,ps=2223 (pytorch and jax: 29500 unless given)", "2222", true},
     {"address", Kind::value, "MODE", "name (DNS names) or ip (resolved addresses) in TF_CONFIG", "name", true},
     {"evaluator-in-cluster", Kind::flag, "", "list the evaluator in TF_CONFIG's cluster", "off"},
     {"wait", Kind::value, "DURATION", "deadline for all peers to resolve; 0 = no DNS wait", "15m", true},

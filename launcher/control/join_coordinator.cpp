@@ -35,7 +35,7 @@ class CoordinatorBarrier {
         next_progress_(now + settings.progress_every) {}
 
   Result<std::unique_ptr<JobLink>> run() {
-    log::info("start barrier: waiting for {} tasks on control port {}", settings_.tasks.size() - 1, settings_.port);
+    log::info("start barrier: waiting for {} on control port {}", counted(settings_.tasks.size() - 1, "task"), settings_.port);
     while (true) {
       Instant now = SteadyClock::now();
       if (verification_ && verification_->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {

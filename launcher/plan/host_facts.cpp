@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include "base/files.h"
@@ -66,12 +67,6 @@ int count_gpu_devices() {
   return count;
 }
 
-int count_usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof set, &set) != 0) return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
-  return std::max(1, CPU_COUNT(&set));
-}
 
 std::optional<std::string> read_small_file(const std::string& path) {
   auto text = read_text_file(path, max_etc_file);
@@ -85,6 +80,22 @@ std::string read_etc_file(const char* path) { return read_small_file(path).value
 std::optional<std::string> read_if_present(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
   return read_small_file(path);
+}
+
+std::optional<int> container_cpu_limit() {
+  if (auto v2 = read_if_present("/sys/fs/cgroup/cpu.max")) return cpu_limit_from(*v2, "", "");
+  auto quota = read_if_present("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+  if (!quota) return std::nullopt;
+  return cpu_limit_from("", *quota, read_if_present("/sys/fs/cgroup/cpu/cpu.cfs_period_us").value_or(""));
+}
+
+// The CPUs this process may run on (its affinity mask), at most its container's CPU limit.
+int count_usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (auto limit = container_cpu_limit()) cpus = std::min(cpus, *limit);
+  return std::max(1, cpus);
 }
 
 PlatformFiles platform_files(const Options& options) {
@@ -101,6 +112,23 @@ PlatformFiles platform_files(const Options& options) {
 }
 
 }  // namespace
+
+std::optional<int> cpu_limit_from(std::string_view cpu_max, std::string_view cfs_quota, std::string_view cfs_period) {
+  auto number = [](std::string_view text) {
+    long long value = -1;
+    while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;
+  };
+  long long quota = number(cfs_quota), period = number(cfs_period);
+  if (!cpu_max.empty()) {
+    const std::size_t space = cpu_max.find(' ');
+    quota = number(cpu_max);  // "max 100000": no limit, no number
+    period = space == std::string_view::npos ? 0 : number(cpu_max.substr(space));
+  }
+  if (quota <= 0 || period <= 0) return std::nullopt;
+  return static_cast<int>(std::min<long long>((quota + period - 1) / period, 1 << 20));
+}
 
 HostFacts gather_host_facts(const Options& options) {
   HostFacts facts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), {},

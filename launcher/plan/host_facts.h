@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/options.h"
@@ -40,6 +41,10 @@ struct HostFacts {
 
 // `options` says where the pod-info files are (--pod-info-dir).
 HostFacts gather_host_facts(const Options& options);
+
+// A container's CPU limit in whole CPUs, rounded up, from cgroup v2's cpu.max ("200000 100000")
+// or, when that is empty, v1's CFS quota and period; nullopt without a limit ("max 100000", -1).
+std::optional<int> cpu_limit_from(std::string_view cpu_max, std::string_view cfs_quota, std::string_view cfs_period);
 
 // Interface addresses that can name this host to others: neither loopback nor link-local,
 // IPv4 first (compose networks are IPv4 unless configured otherwise).

@@ -152,3 +152,16 @@ TEST_CASE("framework::read_torch_error_message") {
 }
 
 }  // namespace tfboot
+
+namespace tfboot {
+
+TEST_CASE("host_facts::cpu_limit_from reads a container's CPU limit as whole CPUs") {
+  CHECK(cpu_limit_from("200000 100000\n", "", "") == 2);
+  CHECK(cpu_limit_from("150000 100000", "", "") == 2);  // 1.5 CPUs: rounded up to two
+  CHECK(cpu_limit_from("max 100000\n", "", "") == std::nullopt);
+  CHECK(cpu_limit_from("", "400000\n", "100000\n") == 4);
+  CHECK(cpu_limit_from("", "-1\n", "100000\n") == std::nullopt);
+  CHECK(cpu_limit_from("", "", "") == std::nullopt);
+}
+
+}  // namespace tfboot

@@ -24,6 +24,9 @@ struct JobSettings {
   EnvCheck env_check = EnvCheck::warn;
   std::optional<std::string> secret;  // read_control_secret()
   bool supervise = false;             // init mode: the link is kept after the start
+  // PyTorch and JAX: the job is done when every task's command succeeded (as torchrun waits for
+  // every rank), not when the coordinator's did (TensorFlow's chief).
+  bool done_when_every_task_is = false;
   std::string hostname;               // this task's host name, for messages
   std::string own_name;               // this task's DNS name as in TF_CONFIG
   std::string coordinator_name;       // the coordinator's DNS name as in TF_CONFIG, for messages

@@ -18,7 +18,7 @@ class CoordinatorLink final : public JobLink {
         heartbeat_every_(settings.heartbeat_every),
         listener_(std::move(listener)),
         tasks_(std::move(tasks)),
-        monitor_(settings.self, watched, settings.peer_silent_after, now),
+        monitor_(settings.self, watched, settings.peer_silent_after, now, settings.done_when_every_task_is),
         next_heartbeat_(now + settings.heartbeat_every) {}
 
   void add_poll_fds(std::vector<pollfd>& fds) const override {
@@ -56,6 +56,8 @@ class CoordinatorLink final : public JobLink {
     std::vector<JobEvent> ignored;  // our own command's end: the supervisor knows it already
     apply(monitor_.on_own_exit(status, detail), ignored);
   }
+
+  bool awaits_other_tasks() const override { return !monitor_.decided(); }
 
   void finish(std::chrono::milliseconds at_most) override {
     listener_.reset();

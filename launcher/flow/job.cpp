@@ -98,6 +98,7 @@ Result<JobSettings> settings_for(const Options& options, const Plan& plan, const
   settings.env_check = options.env_check;
   settings.secret = secret;
   settings.supervise = supervise;
+  settings.done_when_every_task_is = plan.framework != Framework::tensorflow;
   settings.hostname = plan.hostname.name;
   if (const PeerAddress* own = peer_of(plan, settings.self)) settings.own_name = own->name;
   settings.own_addresses = routable_addresses(facts.interface_addresses);
@@ -139,10 +140,9 @@ class LinkJobView final : public JobView {
     }
     return std::nullopt;
   }
-  void report_exit(int exit_code, const std::string& detail) override {
-    link_.report_exit(exit_code, detail);
-    link_.finish(5s);
-  }
+  void report_exit(int exit_code, const std::string& detail) override { link_.report_exit(exit_code, detail); }
+  bool awaits_other_tasks() const override { return link_.awaits_other_tasks(); }
+  void finish() override { link_.finish(5s); }
 
  private:
   JobLink& link_;

@@ -105,6 +105,7 @@ struct LocalJob {
   const std::vector<LocalProcess>& processes;
   StopSchedule stop;
   std::function<std::string(std::size_t)> failure_detail;  // a failed rank's own account, or ""
+  bool coordinator_ends_job = true;  // TensorFlow's chief; PyTorch and JAX wait for every rank
   std::optional<int> result;
   std::string outcome;                    // why the job ends, for the closing line
   bool ended_by_signal = false;           // a user's Ctrl-C or SIGTERM decided, not a task
@@ -175,7 +176,7 @@ struct LocalJob {
       outcome = process.name + " exited with status " + std::to_string(status) + (detail.empty() ? "" : ": " + detail);
       log::error("{}failed{}{}; stopping the other tasks", process.label, detail.empty() ? "" : ": ", detail);
       stop_now(SIGTERM);
-    } else if (process.task == processes[0].task && coordinator_ended() && children.any_running()) {
+    } else if (coordinator_ends_job && process.task == processes[0].task && coordinator_ended() && children.any_running()) {
       result = exit_code::ok;
       log::info("[{}] is done, and so is the job: the other tasks end within {}",
                 task_name(process.task->type, process.task->index), seconds_text(finish_window));
@@ -203,8 +204,10 @@ struct LocalJob {
 };
 
 int supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& processes, std::chrono::milliseconds stop_grace,
-                    const std::string& log_root, std::function<std::string(std::size_t)> failure_detail) {
+                    const std::string& log_root, std::function<std::string(std::size_t)> failure_detail,
+                    bool coordinator_ends_job) {
   LocalJob job{children, processes, StopSchedule(stop_grace), std::move(failure_detail)};
+  job.coordinator_ends_job = coordinator_ends_job;
   std::vector<pollfd> none;
   // Until every task's end has been handled, not just reaped: tasks that end together are
   // reaped in one wake-up, and each one's status still counts (a failure among them decides).
@@ -288,7 +291,8 @@ Result<int> run_local(const Options& options, const Environment& env, const std:
     auto [t, p] = owner[process];
     return failed_process_detail(nodes[t], launches[t], p);
   };
-  return supervise_tasks(**children, processes, options.stop_grace, log_root, detail);
+  return supervise_tasks(**children, processes, options.stop_grace, log_root, detail,
+                         options.framework == Framework::tensorflow);
 }
 
 }  // namespace tfboot

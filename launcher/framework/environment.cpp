@@ -9,10 +9,8 @@ namespace {
 std::string entry(const char* name, const std::string& value) { return std::string(name) + "=" + value; }
 std::string entry(const char* name, int value) { return entry(name, std::to_string(value)); }
 
-bool is_set(const Environment& env, const char* name) {
-  auto it = env.find(name);
-  return it != env.end() && !it->second.empty();
-}
+// Present, even empty: torchrun keeps what the environment has, "" included.
+bool is_set(const Environment& env, const char* name) { return env.contains(name); }
 
 // What torchrun's agent gives each worker it starts with a static rendezvous, key by key (torch's
 // elastic agent, _start_workers), but for the store: tfboot hosts no TCPStore, so rank 0 does, as
@@ -37,6 +35,8 @@ std::vector<std::string> torch_variables(const NodeJob& job, int local_rank, con
       entry("TORCHELASTIC_USE_AGENT_STORE", "False"),
       entry("TORCHELASTIC_ERROR_FILE", error_file),
   };
+  // torchrun's launcher sets this in its own environment, and its workers inherit it.
+  if (!is_set(env, "TORCHELASTIC_SIGNALS_TO_HANDLE")) variables.push_back(entry("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"));
   if (!is_set(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING")) variables.push_back(entry("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1));
   // torchrun's rule: several processes on one node would otherwise each start a thread per core.
   if (job.local_world_size > 1 && !is_set(env, "OMP_NUM_THREADS")) variables.push_back(entry("OMP_NUM_THREADS", 1));

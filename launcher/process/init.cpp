@@ -107,6 +107,32 @@ void on_process_exit(InitState& state, std::size_t process, int status) {
   state.stop.terminate_at(SteadyClock::now());
 }
 
+// The command is done, the job not yet: the coordinator of a PyTorch or JAX job waits for every
+// other task to finish (or one to fail), keeping heartbeats; a stop signal ends the wait.
+void wait_for_other_tasks(InitState& state) {
+  JobView& job = *state.settings.job;
+  if (!job.awaits_other_tasks()) return;
+  log::info("this task is done; the job ends when every task is (waiting for the others)");
+  while (true) {
+    std::vector<pollfd> fds;
+    job.add_poll_fds(fds);
+    ChildSet::Event event = state.children.wait(job.next_wakeup(), fds);
+    if (event.kind == ChildSet::Event::Kind::signal) {
+      if (event.signal_number == SIGTERM || event.signal_number == SIGINT) {
+        log::info("{}: no longer waiting for the other tasks", signal_name(event.signal_number));
+        return;
+      }
+      continue;
+    }
+    if (event.kind == ChildSet::Event::Kind::exited) continue;
+    if (auto decision = job.process(fds, SteadyClock::now())) {
+      if (decision->exit_code == exit_code::ok) log::info("{}", decision->reason);
+      else log::error("the job failed after this task was done: {}", decision->reason);
+      return;
+    }
+  }
+}
+
 Instant next_wakeup(const InitState& state) {
   Instant wake = state.stop.next();
   if (state.settings.job && !state.decision) wake = std::min(wake, state.settings.job->next_wakeup());
@@ -164,7 +190,11 @@ Result<int> supervise_command(ChildSet& children, const std::vector<CommandProce
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
   if (state.decision) return state.decision->exit_code;
-  if (settings.job) settings.job->report_exit(status, state.failure_detail);
+  if (settings.job) {
+    settings.job->report_exit(status, state.failure_detail);
+    if (status == exit_code::ok) wait_for_other_tasks(state);
+    settings.job->finish();
+  }
   return status;
 }
 

@@ -33,6 +33,10 @@ class JobView {
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
   virtual void report_exit(int exit_code, const std::string& detail) = 0;
+  // After report_exit: the job is not done until the other tasks are (PyTorch, JAX on the coordinator).
+  virtual bool awaits_other_tasks() const = 0;
+  // Delivers what is queued to the job and closes the channel, within a bounded time.
+  virtual void finish() = 0;
 };
 
 struct InitSettings {

@@ -165,3 +165,26 @@ def test_pods_kubeflow_pet_variables_alone_run_a_pytorch_job(tfboot, tmp_path):
         assert f"identity worker:{k} from Kubeflow (PET_NODE_RANK={k})" in err
     startup = json.loads((tmp_path / "worker_1" / "startup.json").read_text())
     assert startup["identity_source"] == "Kubeflow (PET_NODE_RANK=1)"
+
+
+@pytest.mark.root
+def test_pods_the_job_ends_when_every_node_is_done_not_node_0(net, tfboot, tmp_path):
+    # torchrun waits for every rank: node 0 finishing first must not stop node 1 at work.
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    script = 'if [ "$RANK" = 1 ]; then trap "echo stopped; exit 143" TERM; sleep 8 & wait; echo finished; fi'
+    args = ["--framework", "pytorch", "--cluster", "worker=2"]
+    procs = [start_pod(net, tfboot, pod, script, tmp_path, args) for pod in pods]
+    results = [proc.communicate(timeout=60) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
+    assert results[1][0].strip() == "finished"
+    assert "this task is done; the job ends when every task is (waiting for the others)" in results[0][1]
+    assert "the job is done: every task finished" in results[0][1]
+
+
+def test_local_pytorch_waits_for_every_rank(tfboot, tmp_path):
+    script = 'if [ "$RANK" = 1 ]; then trap "echo stopped; exit 143" TERM; sleep 7 & wait; echo finished; fi'
+    result = local(tfboot, tmp_path, ["--framework", "pytorch", "--cluster", "worker=2"], script)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[worker:1 rank 1] finished"

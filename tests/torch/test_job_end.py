@@ -53,9 +53,6 @@ def test_a_rank_that_raises_under_record_is_named_with_host_and_message_in_the_o
     assert not (tmp_path / "logs" / "worker_1" / "error_rank2.json").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="tfboot ends a pytorch job 5 s after node 0 is done, as it ends a TensorFlow job when the "
-                          "chief is; torchrun waits for every rank")
 def test_the_job_waits_for_a_rank_still_at_work_when_node_0_is_done(tfboot, task_env, tmp_path):
     ended = run_job(tfboot, task_env, tmp_path, 1, {"ALLREDUCE_AFTER": "1:8"})
     assert [ended[f"mnist-worker-{i}"].code for i in range(2)] == [0, 0]

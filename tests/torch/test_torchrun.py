@@ -36,10 +36,6 @@ DIFFERENCES = {
         lambda rank, _: torchrun_error_file(rank),
         "tfboot keeps a failed rank's error record in the task's log dir, where it reads it for the failure line; "
         "torchrun uses a temporary dir of its own"),
-    "TORCHELASTIC_SIGNALS_TO_HANDLE": (
-        ABSENT, "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-        "torchrun's launcher puts it in its own environment for the agent, and the workers inherit it; torch "
-        "reads it where it starts processes (the agent), with this same list as its default"),
     "NCCL_SOCKET_IFNAME": (
         "eth0", ABSENT, "tfboot names the interface whose route reaches the master; torchrun leaves it to NCCL"),
     "GLOO_SOCKET_IFNAME": (
@@ -57,7 +53,7 @@ TORCHRUN_WORKER_VARIABLES = {
     "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE", "GROUP_WORLD_SIZE",
     "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
     "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
-    "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE",
 }
 
 

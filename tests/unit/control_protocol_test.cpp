@@ -340,6 +340,44 @@ TEST_CASE("control_protocol::StartBarrier") {
   }
 }
 
+TEST_CASE("control_protocol::JobMonitor when every task must finish (PyTorch, JAX)") {
+  JobMonitor monitor(member("worker:0"), {{member("worker:1"), true}, {member("worker:2"), true}, {member("worker:3"), false}}, 10s,
+                     t0, /*every_task_must_finish=*/true);
+  SUBCASE("the coordinator's 0 waits for every supervised task; the last one's 0 ends the job") {
+    auto own = monitor.on_own_exit(0);
+    CHECK(own.events.empty());
+    CHECK_FALSE(own.broadcast);
+    CHECK_FALSE(monitor.decided());
+    CHECK(monitor.on_message(member("worker:1"), Exit{0}, t0 + 1s).events.empty());
+    CHECK_FALSE(monitor.decided());
+    auto last = monitor.on_message(member("worker:2"), Exit{0}, t0 + 2s);  // worker:3 execs: not waited for
+    REQUIRE(last.events.size() == 1);
+    CHECK(last.events[0].kind == JobEventKind::job_done);
+    CHECK(last.events[0].task == "every task");
+    REQUIRE(last.broadcast);
+    CHECK(std::holds_alternative<Done>(*last.broadcast));
+    CHECK(monitor.decided());
+  }
+  SUBCASE("tasks done before the coordinator: its own 0 ends the job at once") {
+    monitor.on_message(member("worker:1"), Exit{0}, t0 + 1s);
+    monitor.on_message(member("worker:2"), Exit{0}, t0 + 1s);
+    CHECK(monitor.on_own_exit(0).broadcast);
+    CHECK(monitor.decided());
+  }
+  SUBCASE("a task failing after the coordinator's 0 still fails the job, naming it") {
+    monitor.on_own_exit(0);
+    auto failed = monitor.on_message(member("worker:2"), Exit{1, "rank 2 on pod-2: ValueError: x"}, t0 + 1s);
+    REQUIRE(failed.events.size() == 1);
+    CHECK(failed.events[0].message == "worker:2 failed with status 1: rank 2 on pod-2: ValueError: x");
+  }
+  SUBCASE("a task silent after the coordinator's 0 is lost, as before") {
+    monitor.on_own_exit(0);
+    auto lost = monitor.on_tick(t0 + 11s);
+    REQUIRE(lost.events.size() == 1);
+    CHECK(lost.events[0].status == -1);
+  }
+}
+
 TEST_CASE("control_protocol::JobMonitor") {
   JobMonitor monitor(member("chief:0"), {{member("worker:0"), true}, {member("worker:1"), true}, {member("ps:0"), false}}, 10s, t0);
 

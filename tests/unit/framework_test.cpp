@@ -95,10 +95,11 @@ TEST_CASE("framework::framework_variables") {
                                    "MASTER_ADDR=mnist-worker-0.mnist", "MASTER_PORT=29500", "TORCHELASTIC_RESTART_COUNT=0",
                                    "TORCHELASTIC_MAX_RESTARTS=0", "TORCHELASTIC_RUN_ID=none", "TORCHELASTIC_USE_AGENT_STORE=False",
                                    "TORCHELASTIC_ERROR_FILE=/logs/worker_1/error_rank3.json",
+                                   "TORCHELASTIC_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT",
                                    "TORCH_NCCL_ASYNC_ERROR_HANDLING=1", "OMP_NUM_THREADS=1"});
   }
-  SUBCASE("the user's TORCH_NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS win; one process sets no OMP_NUM_THREADS") {
-    auto with_user = framework_variables(job, 0, "e", {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}, {"OMP_NUM_THREADS", "8"}});
+  SUBCASE("the user's TORCH_NCCL_ASYNC_ERROR_HANDLING and OMP_NUM_THREADS win, empty too; one process sets no OMP_NUM_THREADS") {
+    auto with_user = framework_variables(job, 0, "e", {{"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}, {"OMP_NUM_THREADS", ""}});
     CHECK(std::ranges::none_of(with_user, [](const std::string& entry) {
       return entry.starts_with("TORCH_NCCL_ASYNC_ERROR_HANDLING=") || entry.starts_with("OMP_NUM_THREADS=");
     }));

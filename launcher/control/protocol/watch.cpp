@@ -16,8 +16,9 @@ std::string describe_status(int status) {
   return "status " + std::to_string(status);
 }
 
-JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now)
-    : self_(self), silent_after_(silent_after) {
+JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
+                       bool every_task_must_finish)
+    : self_(self), silent_after_(silent_after), every_task_must_finish_(every_task_must_finish) {
   for (const auto& task : tasks) tasks_.emplace(task.task, State{task.supervised, false, false, now});
 }
 
@@ -36,7 +37,7 @@ JobDecision JobMonitor::on_message(const JobMember& from, const Message& message
   if (!exit) return {};
   it->second.exited = true;
   // A task other than the coordinator finishing is normal (an evaluator, a worker done early).
-  if (exit->status == 0) return {};
+  if (exit->status == 0) return own_done_ ? done_if_every_task_is() : JobDecision{};
   return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status) +
                                       (exit->detail.empty() ? "" : ": " + exit->detail));
 }
@@ -62,8 +63,21 @@ JobDecision JobMonitor::on_tick(Instant now) {
 JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
   if (decided_) return {};
   if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail));
+  if (every_task_must_finish_) {
+    own_done_ = true;
+    return done_if_every_task_is();
+  }
   decided_ = true;
   return {{}, Done{}};
+}
+
+// Exec-mode tasks cannot say when they end: only supervised ones are waited for.
+JobDecision JobMonitor::done_if_every_task_is() {
+  for (const auto& [task, state] : tasks_) {
+    if (state.supervised && !state.exited) return {};
+  }
+  decided_ = true;
+  return {{JobEvent{JobEventKind::job_done, "every task", 0, ""}}, Done{}};
 }
 
 Instant JobMonitor::next_deadline() const {

@@ -34,7 +34,10 @@ class JobMonitor {
     JobMember task;
     bool supervised;  // exec-mode tasks close their connection at exec: not a failure
   };
-  JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now);
+  // `every_task_must_finish`: the own command's success ends the job only once every supervised
+  // task has exited 0 too (PyTorch, JAX); else at once (TensorFlow's chief).
+  JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
+             bool every_task_must_finish = false);
   JobDecision on_message(const JobMember& from, const Message& message, Instant now);
   JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
   JobDecision on_tick(Instant now);
@@ -51,11 +54,14 @@ class JobMonitor {
     Instant last_heard;
   };
   JobDecision fail(const JobMember& task, int status, const std::string& message);
+  JobDecision done_if_every_task_is();
 
   JobMember self_;
   std::chrono::milliseconds silent_after_;
   std::map<JobMember, State> tasks_;
   bool decided_ = false;
+  bool every_task_must_finish_ = false;
+  bool own_done_ = false;
 };
 
 // A task's watch over the coordinator after the start.

@@ -15,6 +15,9 @@ started, exit 0):
 * cost: dnsperf from a pod, names that exist (answered from the zone, then the cache) and names
   that do not (each NXDOMAIN once): the server's CPU time per query.
 
+Then, in the same run, torchbench.py's PyTorch start-up under tfboot and under torchrun (its own
+network on dnsmasq; torch_results.md), or a line saying why it was skipped.
+
 Nothing here knows how many queries tfboot should send: the figures are what the binary did.
 jobreport.py renders them, extrapolates to 1,000 and 10,000 pods and plots queries against P.
 """
@@ -27,7 +30,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,8 +37,10 @@ import time
 
 from harness.cluster import ClusterNetwork, Pod
 from harness.coredns import VERSION as COREDNS_VERSION, cpu_seconds, missing_reason
-from jobreport import render, plot
+from jobreport import plot, render, render_torch, torch_summary
 from netbench import udp_counters
+from start_gate import StartGate
+from torchbench import bench_torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -44,44 +48,12 @@ REPO = os.path.dirname(HERE)
 SERVERS = ("dnsmasq", "coredns")
 MODES = ("control", "no-control")   # the control channel (default), --control-port 0
 DNSPERF = "/usr/bin/dnsperf"
-GATE = os.path.join(HERE, "start_gate.py")
 LATE_AFTER_S = 5.0
 RUN_TIMEOUT_S = 150
 
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-class StartGate:
-    """The benchmark's side of start_gate.py: a Unix socket the gated pods connect to; ``open()``
-    releases every one at once and returns the time it did."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(1024)
-        self.waiting: list[socket.socket] = []
-
-    def argv(self) -> list[str]:
-        return [sys.executable, "-I", "-S", GATE, self.path, "--"]
-
-    def open(self, count: int, timeout: float = 60) -> float:
-        """Waits until count pods wait at the gate, then lets them all go."""
-        self.listener.settimeout(timeout)
-        while len(self.waiting) < count:
-            self.waiting.append(self.listener.accept()[0])
-        opened = time.time()
-        for connection in self.waiting:
-            connection.sendall(b"g")
-        return opened
-
-    def close(self) -> None:
-        for connection in self.waiting:
-            connection.close()
-        self.listener.close()
-        os.unlink(self.path)
 
 
 class JobBench:
@@ -372,6 +344,30 @@ def bench_server(args, server: str, workdir: str, report: dict) -> None:
             report["cost"].append(bench.cost(args.cost_queries))
 
 
+def write_job_report(report: dict, started: float | None, json_path: str, out: str, show: bool = True) -> None:
+    """job_results.json (with the run's time so far since the monotonic ``started``, unless None),
+    job_results.md (printed with show) and job_queries.png from the DNS scenarios' report."""
+    if started is not None:
+        report["bench_seconds"] = time.monotonic() - started
+        report["load_end"] = os.getloadavg()[0]
+        with open(json_path, "w") as f:
+            json.dump(report, f, indent=1)
+    markdown = render(report)
+    with open(os.path.join(out, "job_results.md"), "w") as f:
+        f.write(markdown)
+    plot(report, os.path.join(out, "job_queries.png"))
+    if show:
+        print(markdown)
+
+
+def write_torch_report(torch: dict, out: str) -> None:
+    """torch_results.md (also printed) from the PyTorch comparison's report."""
+    markdown = render_torch(torch)
+    with open(os.path.join(out, "torch_results.md"), "w") as f:
+        f.write(markdown)
+    print(markdown)
+
+
 def _seconds(value) -> str:
     return "n/a" if value is None else f"{value:.2f}s"
 
@@ -382,26 +378,34 @@ def main(argv=None) -> int:
     ap.add_argument("--tfboot", default=os.path.join(REPO, build_dir, "launcher", "tfboot"))
     ap.add_argument("--sizes", default="16,32,64", help="pods per job, comma-separated")
     ap.add_argument("--reps", type=int, default=1, help="repetitions of each job")
-    ap.add_argument("--servers", default=",".join(SERVERS))
+    ap.add_argument("--servers", default=",".join(SERVERS), help="dnsmasq,coredns; none: only the PyTorch comparison")
     ap.add_argument("--modes", default=",".join(MODES), help="control (the default channel), no-control")
     ap.add_argument("--late-p", type=int, default=16, help="pods in the late-pod jobs (0: skip them)")
     ap.add_argument("--late-publish", default="at-start,before",
                     help="when the late pod's record is published: at-start, before (served before it starts)")
     ap.add_argument("--cost-queries", type=int, default=20000, help="dnsperf queries per kind (0: skip)")
+    ap.add_argument("--torch-sizes", default="2,4", help="pods per job in the PyTorch comparison (empty: skip it)")
+    ap.add_argument("--torch-reps", type=int, default=3, help="repetitions of each PyTorch job")
+    ap.add_argument("--torch-late-p", type=int, default=4, help="pods in the late-master PyTorch job (0: skip it)")
+    ap.add_argument("--torch-late-after", type=float, default=3.0, help="seconds the late master starts after the others")
+    ap.add_argument("--torch-python", default=os.path.join(REPO, ".venv-torch", "bin", "python"),
+                    help="the Python with torch the pods run (missing: the comparison is skipped)")
     ap.add_argument("--out", default=os.path.join(REPO, "bench-results"))
     ap.add_argument("--tfboot-env", action="append", default=[], metavar="NAME=VALUE",
                     help="one more variable for every tfboot, e.g. TFBOOT_LOG_LEVEL=debug (repeatable)")
     ap.add_argument("--keep-logs", action="store_true", help="copy every pod's log to --out/job-logs/")
-    ap.add_argument("--replot", action="store_true", help="only redraw the report and plot from --out's job_results.json")
+    ap.add_argument("--replot", action="store_true",
+                    help="only redraw the reports and plot from --out's job_results.json and torch_results.json")
     args = ap.parse_args(argv)
     json_path = os.path.join(args.out, "job_results.json")
+    torch_json_path = os.path.join(args.out, "torch_results.json")
     if args.replot:
-        with open(json_path) as f:
-            report = json.load(f)
-        plot(report, os.path.join(args.out, "job_queries.png"))
-        with open(os.path.join(args.out, "job_results.md"), "w") as f:
-            f.write(render(report))
-        print(render(report))
+        if os.path.exists(json_path):
+            with open(json_path) as f:
+                write_job_report(json.load(f), None, json_path, args.out)
+        if os.path.exists(torch_json_path):
+            with open(torch_json_path) as f:
+                write_torch_report(json.load(f), args.out)
         return 0
     if os.geteuid() != 0:
         log("jobbench: needs root (network, mount and PID namespaces)")
@@ -409,12 +413,18 @@ def main(argv=None) -> int:
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
     args.tfboot_env = dict(item.split("=", 1) for item in args.tfboot_env if "=" in item)
     args.late_publish = [x for x in args.late_publish.split(",") if x]
-    servers = [x for x in args.servers.split(",") if x]
+    servers = [x for x in args.servers.split(",") if x and x != "none"]
     args.modes = [x for x in args.modes.split(",") if x]
+    args.torch_sizes = [int(x) for x in args.torch_sizes.split(",") if x]
     if (not args.sizes or not all(2 <= p <= 1000 for p in args.sizes) or not 1 <= args.reps <= 20
             or set(servers) - set(SERVERS) or not args.modes or set(args.modes) - set(MODES) or set(args.late_publish) - {"at-start", "before"}
-            or not (args.late_p == 0 or 2 <= args.late_p <= 1000)):
-        log("jobbench: sizes 2..1000, --reps 1..20, --servers dnsmasq,coredns, --late-publish at-start,before")
+            or not (args.late_p == 0 or 2 <= args.late_p <= 1000)
+            or not all(2 <= p <= 64 for p in args.torch_sizes) or not 1 <= args.torch_reps <= 20
+            or not (args.torch_late_p == 0 or 2 <= args.torch_late_p <= 64) or not 0 <= args.torch_late_after <= 120
+            or not (servers or args.torch_sizes)):
+        log("jobbench: sizes 2..1000, --reps 1..20, --servers dnsmasq,coredns (or none), --late-publish "
+            "at-start,before, --torch-sizes 2..64, --torch-reps 1..20, --torch-late-p 0 or 2..64, "
+            "--torch-late-after 0..120")
         return 2
     if "coredns" in servers and missing_reason():
         log(f"jobbench: {missing_reason()}")
@@ -441,22 +451,30 @@ def main(argv=None) -> int:
         for server in servers:
             log(f"== {server}")
             bench_server(args, server, workdir, report)
+        written = []
+        # A run of the PyTorch comparison alone (--servers none) leaves an earlier DNS report as it
+        # was; the DNS report is written before that comparison, so a failure there loses nothing.
+        if servers:
+            write_job_report(report, started, json_path, args.out, show=not args.torch_sizes)
+            written += ["job_results.md", "job_results.json", "job_queries.png"]
+        if args.torch_sizes:
+            log("== PyTorch: tfboot and torchrun")
+            torch = bench_torch(args, workdir)
+            torch["environment"] = report["environment"]
+            with open(torch_json_path, "w") as f:
+                json.dump(torch, f, indent=1)
+            write_torch_report(torch, args.out)
+            written += ["torch_results.md", "torch_results.json"]
+            if servers:   # now with the line that points to torch_results.md
+                report["torch_summary"] = torch_summary(torch)
+                write_job_report(report, started, json_path, args.out)
         report["bench_seconds"] = time.monotonic() - started
-        report["load_end"] = os.getloadavg()[0]
-        with open(json_path, "w") as f:
-            json.dump(report, f, indent=1)
-        markdown = render(report)
-        with open(os.path.join(args.out, "job_results.md"), "w") as f:
-            f.write(markdown)
-        plot(report, os.path.join(args.out, "job_queries.png"))
-        print(markdown)
         if args.keep_logs:
             kept = os.path.join(args.out, "job-logs")
             shutil.rmtree(kept, ignore_errors=True)
             shutil.copytree(workdir, kept, ignore=lambda d, names: [n for n in names if n.startswith("logs")
-                                                                    or n in ("tfboot", "gate")])
-        log(f"jobbench: wrote {args.out}/job_results.md, job_results.json, job_queries.png "
-            f"({report['bench_seconds']:.0f}s)")
+                                                                    or n in ("tfboot", "gate", "torch-home")])
+        log(f"jobbench: wrote {', '.join(written)} in {args.out} ({report['bench_seconds']:.0f}s)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -12,6 +12,9 @@
   machine's cores) plus the rest of the measured time fitted as a + b*P.
 * ``plot(report, path)``: queries against P, log-log, both servers and both modes, the fitted
   lines drawn on to 10,000 pods.
+* ``render_torch(torch)`` -> torch_results.md, the PyTorch start-up comparison (torchbench.py):
+  tfboot and torchrun per P with their ratio, where a rank's time goes, the late master;
+  ``torch_summary(torch)``: its ratios, for the line job_results.md gives it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ PHASES = {"barrier_s": ("all_present_s", None),                     # every task
           "names_s": ("names_verified_s", "all_present_s"),         # the coordinator checks every name
           "fanout_s": ("last_told_start_s", "names_verified_s"),    # the last task told to start
           "commands_s": ("last_start_to_all_running_s", "last_told_start_s")}   # every command runs
+# The PyTorch comparison's figures per run (torchbench.py), medians over the repetitions.
+TORCH_FIGURES = ("ready_max_s", "ready_median_s", "reduced_max_s", "all_exited_s", "job_cpu_s", "launch_s",
+                 "import_s", "init_s", "init_after_last_import_s", "all_reduce_s")
 PHASE_LABELS = {"barrier_s": "all present", "names_s": "names checked", "fanout_s": "start sent to all",
                 "commands_s": "commands run"}
 
@@ -242,6 +248,124 @@ def render(report: dict) -> str:
                          + ", ".join(f"{PHASE_LABELS[phase]} {k:.2f}" for phase, k in control["phase_k"].items()
                                      if k is not None)
                          + (f"; coordinator's bytes sent {control['sent_k']:.2f}." if control["sent_k"] else "."))
+    summary = report.get("torch_summary")
+    if summary:
+        lines.append("")
+        lines.append("PyTorch start-up, tfboot against torchrun, in the same run: "
+                     + (f"skipped ({summary['skipped']})." if summary.get("skipped") else
+                        "`torch_results.md` (tfboot / torchrun, time to every rank past `init_process_group`: "
+                        + ", ".join(f"{ratio} at P = {p}" for p, ratio in summary["ratios"]) + ")."))
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}×" if a is not None and b else "n/a"
+
+
+def torch_medians(torch: dict) -> dict:
+    """(P, launcher) -> median of each figure over the repetitions, and the failed runs."""
+    grouped: dict = {}
+    for run in torch["runs"]:
+        grouped.setdefault((run["p"], run["contender"]), []).append(run)
+    medians = {}
+    for (p, contender), runs in grouped.items():
+        medians[(p, contender)] = m = {key: _median([r.get(key) for r in runs]) for key in TORCH_FIGURES}
+        last = [r["ready_max_s"] for r in runs if r.get("ready_max_s") is not None]
+        m["ready_max_range"] = (min(last), max(last)) if last else None
+        m["failed"] = sum(1 for r in runs if any(r["exit_codes"]) or r["ranks_initialized"] != p or not r["sums_ok"])
+        m["runs"] = len(runs)
+    return medians
+
+
+def torch_summary(torch: dict) -> dict:
+    """For job_results.md: tfboot / torchrun per P (time to every rank initialized), or why skipped."""
+    if torch.get("skipped"):
+        return {"skipped": torch["skipped"]}
+    medians = torch_medians(torch)
+    return {"ratios": [(p, _ratio(medians[(p, "tfboot")]["ready_max_s"], medians[(p, "torchrun")]["ready_max_s"]))
+                       for p in torch["sizes"] if (p, "tfboot") in medians and (p, "torchrun") in medians]}
+
+
+def render_torch(torch: dict) -> str:
+    """torch_results.md: the PyTorch start-up comparison (torchbench.py), tfboot and torchrun side
+    by side per P, where the time goes, and the late master."""
+    lines = ["# PyTorch start-up: tfboot and torchrun\n"]
+    env = torch.get("environment")
+    if env:
+        lines.append(f"{env['date']}, {env['machine']}; {env['tfboot']} (sha256 {env['tfboot_sha256'][:12]}), "
+                     f"dnsmasq {env['dnsmasq']}. Part of `scripts/bench job` (bench/README.md).\n")
+    if torch.get("skipped"):
+        return "\n".join(lines + [f"Skipped: {torch['skipped']}.", ""])
+    if max(torch["load_start"], torch["load_end"]) > 0.5 * (os.cpu_count() or 1):
+        lines.append("**Warning: the machine was busy with other work; times are inflated.**\n")
+    lines.append(f"torch {torch['torch']} (gloo, CPU). P pods on dnsmasq, one process each running `torch_rank.py`, "
+                 "released at the same moment; time = the pods' start → every rank past `init_process_group` "
+                 "(the last rank; the median rank beside it). tfboot: `tfboot --framework pytorch --cluster worker=P "
+                 "--nproc-per-node 1 -- python torch_rank.py` as PID 1; torchrun: `python -m torch.distributed.run "
+                 f"--nnodes P --node-rank K --nproc-per-node 1 --master-addr <worker-0's FQDN> --master-port "
+                 f"{torch['master_port']} torch_rank.py` as PID 1. Medians of {torch['reps']} repetitions, the two "
+                 "alternating (min–max of the last rank in brackets), after one untimed warm-up of each. "
+                 f"Load average at start / end: {torch['load_start']:.1f} / {torch['load_end']:.1f}; "
+                 f"{torch['bench_seconds']:.0f} s in all.\n")
+    medians = torch_medians(torch)
+    lines.append("| P | launcher | every rank initialized | median rank | after one all_reduce | every pod exited "
+                 "| CPU of the job | failed runs |")
+    lines.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for p in torch["sizes"]:
+        row = {contender: medians[(p, contender)] for contender in ("tfboot", "torchrun") if (p, contender) in medians}
+        for contender, m in row.items():
+            spread = (f" ({m['ready_max_range'][0]:.1f}–{m['ready_max_range'][1]:.1f} s)"
+                      if m["ready_max_range"] else "")
+            lines.append(f"| {p} | {contender} | {_fmt_s(m['ready_max_s'])}{spread} | {_fmt_s(m['ready_median_s'])} "
+                         f"| {_fmt_s(m['reduced_max_s'])} | {_fmt_s(m['all_exited_s'])} | {_fmt_s(m['job_cpu_s'])} "
+                         f"| {m['failed']} of {m['runs']} |")
+        if len(row) == 2:
+            t, r = row["tfboot"], row["torchrun"]
+            lines.append(f"| {p} | **tfboot / torchrun** | **{_ratio(t['ready_max_s'], r['ready_max_s'])}** "
+                         f"| {_ratio(t['ready_median_s'], r['ready_median_s'])} "
+                         f"| {_ratio(t['reduced_max_s'], r['reduced_max_s'])} | {_ratio(t['all_exited_s'], r['all_exited_s'])} "
+                         f"| {_ratio(t['job_cpu_s'], r['job_cpu_s'])} | |")
+        rows.append((p, row))
+    lines.append("")
+    lines.append("Where a rank's time goes (median over the ranks, then over the repetitions): before the script "
+                 "(tfboot: DNS wait, start barrier, exec; torchrun: its agent imports torch, the static rendezvous, "
+                 "spawning the script), then the script's `import torch`, `init_process_group` (which waits for the "
+                 "slowest rank's import; beside it, the last rank past it less the last rank's import: what the "
+                 "store's rendezvous costs on top), one `all_reduce`. "
+                 "All pods share this machine's cores: P imports of torch run at once, and torchrun has two rounds of "
+                 "them (its agents', then the scripts').\n")
+    lines.append("| P | launcher | before the script | import torch | init_process_group | after the last import "
+                 "| all_reduce |")
+    lines.append("|---:|---|---:|---:|---:|---:|---:|")
+    for p, row in rows:
+        for contender, m in row.items():
+            lines.append(f"| {p} | {contender} | {_fmt_s(m['launch_s'])} | {_fmt_s(m['import_s'])} "
+                         f"| {_fmt_s(m['init_s'])} | {_fmt_s(m['init_after_last_import_s'])} "
+                         f"| {_fmt_s(m['all_reduce_s'])} |")
+    if torch["late"]:
+        lines.append("")
+        lines.append(f"Late master (P = {torch['late_p']}): worker-0 started {torch['late_after_s']:g} s after the "
+                     "others, its DNS record published as it starts. Every run, in order; times to every rank past "
+                     "`init_process_group`, from the others' start and from the master's; tfboot's longest DNS "
+                     "wait as its pods logged it; warning and error lines in the pods' logs, and the first distinct "
+                     "ones.\n")
+        lines.append("| launcher | exit codes | ranks initialized | from the others' start | from the master's start "
+                     "| longest DNS wait | warnings | first warnings |")
+        lines.append("|---|---|---:|---:|---:|---:|---:|---|")
+        for run in torch["late"]:
+            notes = run["logs"]
+            quoted = "; ".join(f"`{e.replace('|', '/').replace('`', '')}`" for e in notes["examples"][:2]) or "—"
+            lines.append(f"| {run['contender']} | {' '.join(map(str, run['exit_codes']))} "
+                         f"| {run['ranks_initialized']} of {run['p']} | {_fmt_s(run.get('ready_max_s'))} "
+                         f"| {_fmt_s(run.get('ready_after_master_s'))} | {_fmt_s(notes['dns_wait_max_s'])} "
+                         f"| {notes['warnings']} | {quoted} |")
+    failures = [r for r in torch["warmup"] + torch["runs"] + torch["late"] if r.get("first_failure_log")]
+    if failures:
+        lines.append("")
+        lines.append(f"{len(failures)} run(s) had a pod exit non-zero; the first one's log ends:\n")
+        lines.append("```\n" + failures[0]["first_failure_log"].strip() + "\n```")
     lines.append("")
     return "\n".join(lines)
 

@@ -7,11 +7,48 @@ the gate's PID, PID 1 of the pod.
 Connects to the benchmark's Unix socket SOCKET (a path: it is reached from any network
 namespace), waits until the benchmark sends one byte (or closes), then execs PROGRAM. Standard
 library only; exit 125 with the reason on stderr if the gate cannot be reached.
+
+The benchmarks' side (jobbench.py, torchbench.py) is ``StartGate`` below: it listens on SOCKET,
+puts ``gate.argv()`` before each pod's program and ``gate.open(count)`` lets them all go.
 """
 
 import os
 import socket
 import sys
+import time
+
+GATE = os.path.abspath(__file__)
+
+
+class StartGate:
+    """The benchmark's side: a Unix socket the gated pods connect to; ``open()`` releases every
+    one at once and returns the time it did."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1024)
+        self.waiting: list[socket.socket] = []
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-I", "-S", GATE, self.path, "--"]
+
+    def open(self, count: int, timeout: float = 60) -> float:
+        """Waits until count pods wait at the gate, then lets them all go."""
+        self.listener.settimeout(timeout)
+        while len(self.waiting) < count:
+            self.waiting.append(self.listener.accept()[0])
+        opened = time.time()
+        for connection in self.waiting:
+            connection.sendall(b"g")
+        return opened
+
+    def close(self) -> None:
+        for connection in self.waiting:
+            connection.close()
+        self.listener.close()
+        os.unlink(self.path)
 
 
 def main(args: list[str]) -> None:

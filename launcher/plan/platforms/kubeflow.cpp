@@ -2,6 +2,7 @@
 // (PET_* as torchrun reads them; JAX_*; an older PyTorchJob's MASTER_ADDR, MASTER_PORT,
 // WORLD_SIZE and RANK with --framework pytorch). The nodes' names follow node 0's, the master
 // (README: PyTorch and JAX, "Kubeflow").
+#include <array>
 #include <charconv>
 
 #include "base/text.h"
@@ -50,17 +51,22 @@ Result<std::optional<std::vector<Setting>>> all_or_none(const Environment& env, 
   return std::optional<std::vector<Setting>>{found};
 }
 
-Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
+// A node count, a node rank, the master's host and its port, named by `names` in that order.
+Result<std::optional<NodeVariables>> nodes_rank_master_port(const Environment& env, const std::array<const char*, 4>& names,
+                                                            std::optional<Setting> nproc) {
   const std::string platform = "Kubeflow";
-  auto found = all_or_none(env, {"PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"}, platform);
+  auto found = all_or_none(env, {names[0], names[1], names[2], names[3]}, platform);
   if (!found) return std::unexpected(found.error());
   if (!*found) return std::optional<NodeVariables>{};
   const auto& values = **found;
-  NodeVariables job{platform, Framework::pytorch, values[2], 0, 0, 0, "PET_NODE_RANK", platform::env_setting(env, "PET_NPROC_PER_NODE")};
+  NodeVariables job{platform, Framework::pytorch, values[2], 0, 0, 0, names[1], std::move(nproc)};
   auto nodes = number_from(values[0], 1, static_cast<int>(max_platform_hosts));
   if (!nodes) return std::unexpected(nodes.error());
   auto rank = number_from(values[1], 0, *nodes - 1);
-  if (!rank) return usage_error(quoted(values[1]) + " must be a node rank 0.." + std::to_string(*nodes - 1) + " (PET_NNODES is " + values[0].value + ")");
+  if (!rank) {
+    return usage_error(quoted(values[1]) + " must be a node rank 0.." + std::to_string(*nodes - 1) + " (" + names[0] + " is " +
+                       values[0].value + ")");
+  }
   auto port = number_from(values[3], 1, 65535);
   if (!port) return std::unexpected(port.error());
   job.nodes = *nodes;
@@ -69,25 +75,16 @@ Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
   return std::optional<NodeVariables>{job};
 }
 
+// What torchrun reads: a TrainJob's torch runtime and a PyTorchJob set these.
+Result<std::optional<NodeVariables>> torch_variables(const Environment& env) {
+  return nodes_rank_master_port(env, {"PET_NNODES", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"},
+                                platform::env_setting(env, "PET_NPROC_PER_NODE"));
+}
+
 // An older PyTorchJob sets only torch's own names, which any launcher may have left behind: read
 // them only when --framework pytorch says so. WORLD_SIZE counts nodes here (one process each).
 Result<std::optional<NodeVariables>> pytorchjob_variables(const Environment& env) {
-  const std::string platform = "Kubeflow";
-  auto found = all_or_none(env, {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}, platform);
-  if (!found) return std::unexpected(found.error());
-  if (!*found) return std::optional<NodeVariables>{};
-  const auto& values = **found;
-  NodeVariables job{platform, Framework::pytorch, values[2], 0, 0, 0, "RANK", std::nullopt};
-  auto nodes = number_from(values[0], 1, static_cast<int>(max_platform_hosts));
-  if (!nodes) return std::unexpected(nodes.error());
-  auto rank = number_from(values[1], 0, *nodes - 1);
-  if (!rank) return usage_error(quoted(values[1]) + " must be a rank 0.." + std::to_string(*nodes - 1) + " (WORLD_SIZE is " + values[0].value + ")");
-  auto port = number_from(values[3], 1, 65535);
-  if (!port) return std::unexpected(port.error());
-  job.nodes = *nodes;
-  job.node_rank = *rank;
-  job.port = *port;
-  return std::optional<NodeVariables>{job};
+  return nodes_rank_master_port(env, {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}, std::nullopt);
 }
 
 Result<std::optional<NodeVariables>> jax_variables(const Environment& env) {

@@ -205,7 +205,7 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
                                      extra_mounts=[(pod.hosts_path, f"{rootfs[index]}/etc/hosts"),
                                                    (pod.resolv_path, f"{rootfs[index]}/etc/resolv.conf")]))
             if index == 0:   # pod 0, the coordinator, waits at the start barrier before pod 1 exists
-                _wait_for_log(logs[0], "start barrier: waiting for 1 tasks", procs[0])
+                _wait_for_log(logs[0], "start barrier: waiting for 1 task on control port", procs[0])
 
         for index, (proc, log) in enumerate(zip(procs, logs)):
             out, _ = proc.communicate(timeout=90)

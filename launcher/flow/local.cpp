@@ -252,9 +252,6 @@ Result<int> run_local(const Options& options, const Environment& env, const std:
   for (std::size_t t = 0; t < tasks->size(); ++t) {
     auto node = plan_nodes(options.framework, nproc, peers, (*tasks)[t].type, (*tasks)[t].index, facts, env);
     if (!node) return std::unexpected(node.error());
-    if (options.framework == Framework::tensorflow && node->local_world_size != 1) {
-      return usage_error(quoted(nproc) + " applies to --framework pytorch and jax; a TensorFlow task is one process");
-    }
     nodes.push_back(*node);
   }
   for (std::size_t t = 0; t < tasks->size(); ++t) {

@@ -106,21 +106,11 @@ struct Launch {
   std::vector<CommandProcess> processes;
 };
 
-std::string_view framework_name(Framework framework) {
-  return framework == Framework::pytorch ? "pytorch" : framework == Framework::jax ? "jax" : "tensorflow";
-}
-
 // The node view for PyTorch and JAX, checked before any lookup: no ps or evaluator, a valid
 // --nproc-per-node, collective interfaces that exist.
 Result<NodeJob> plan_framework(const Plan& plan, const HostFacts& facts, const Environment& env) {
   auto nodes = plan_nodes(plan.framework, plan.nproc_per_node, plan.peers, plan.identity.type, plan.identity.index, facts, env);
-  if (!nodes) return nodes;
-  if (plan.framework == Framework::tensorflow) {
-    if (nodes->local_world_size != 1) {
-      return usage_error(quoted(plan.nproc_per_node) + " applies to --framework pytorch and jax; a TensorFlow task is one process");
-    }
-    return nodes;
-  }
+  if (!nodes || plan.framework == Framework::tensorflow) return nodes;
   if (auto interfaces = check_interface_settings(env, facts); !interfaces) return std::unexpected(interfaces.error());
   log::info("{}: node {} of {}, {} per node ({}), ranks {}..{} of {}; master {}", framework_name(plan.framework), nodes->node_rank,
             nodes->nodes, counted(static_cast<std::size_t>(nodes->local_world_size), "process"), nodes->nproc_source,
@@ -151,7 +141,7 @@ std::vector<std::string> settle_master(const Options& options, const Environment
 std::string framework_summary_json(const NodeJob& nodes, const std::vector<std::string>& interface_entries) {
   if (nodes.framework == Framework::tensorflow) return "";
   nlohmann::ordered_json summary;
-  summary["name"] = std::string(framework_name(nodes.framework));
+  summary["name"] = framework_name(nodes.framework);
   summary["node_rank"] = nodes.node_rank;
   summary["nodes"] = nodes.nodes;
   summary["nproc_per_node"] = nodes.local_world_size;

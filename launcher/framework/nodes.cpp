@@ -22,7 +22,9 @@ int visible_gpus(const HostFacts& facts, const Environment& env) {
   return std::min(listed, facts.gpu_devices);
 }
 
-std::string text_of(Framework framework) {
+}  // namespace
+
+std::string framework_name(Framework framework) {
   switch (framework) {
     case Framework::tensorflow: return "tensorflow";
     case Framework::pytorch: return "pytorch";
@@ -30,8 +32,6 @@ std::string text_of(Framework framework) {
   }
   return "";
 }
-
-}  // namespace
 
 Result<NodeJob> resolve_nproc_per_node(const Setting& setting, const HostFacts& facts, const Environment& env) {
   NodeJob job;
@@ -66,13 +66,18 @@ Result<NodeJob> plan_nodes(Framework framework, const Setting& nproc_per_node, c
   auto job = resolve_nproc_per_node(nproc_per_node, facts, env);
   if (!job) return job;
   job->framework = framework;
-  if (framework == Framework::tensorflow) return job;
+  if (framework == Framework::tensorflow) {
+    if (job->local_world_size != 1) {
+      return usage_error(quoted(nproc_per_node) + " applies to --framework pytorch and jax; a TensorFlow task is one process");
+    }
+    return job;
+  }
   job->nodes = 0;
   bool found = false;
   for (const auto& peer : peers) {
     if (peer.type == TaskType::ps || peer.type == TaskType::evaluator) {
-      return usage_error("--framework " + text_of(framework) + ": the cluster has " + peer.task() +
-                         ", but a " + text_of(framework) + " job has only nodes (chief and workers); drop its " +
+      return usage_error("--framework " + framework_name(framework) + ": the cluster has " + peer.task() +
+                         ", but a " + framework_name(framework) + " job has only nodes (chief and workers); drop its " +
                          std::string(to_string(peer.type)) + " tasks");
     }
     if (job->nodes == 0) {

@@ -31,13 +31,17 @@ struct NodeJob {
   int rank(int local_rank) const { return node_rank * local_world_size + local_rank; }
 };
 
+// "tensorflow", "pytorch", "jax", as --framework spells them.
+std::string framework_name(Framework framework);
+
 // --nproc-per-node as torchrun reads it: a number, gpu (the GPUs the container sees; none is an
 // error), cpu (the CPUs tfboot may run on) or auto (gpu when there are GPUs, else cpu).
 // CUDA_VISIBLE_DEVICES, when set, narrows the GPUs to those it lists.
 Result<NodeJob> resolve_nproc_per_node(const Setting& setting, const HostFacts& facts, const Environment& env);
 
 // The node view of a planned cluster: chief and workers in order are the nodes; ps and evaluator
-// tasks are a usage error for pytorch and jax. `self` must be one of the peers.
+// tasks are a usage error for pytorch and jax, as is more than one process for tensorflow. `self`
+// must be one of the peers.
 Result<NodeJob> plan_nodes(Framework framework, const Setting& nproc_per_node, const std::vector<PeerAddress>& peers,
                            TaskType self_type, int self_index, const HostFacts& facts, const Environment& env);
 

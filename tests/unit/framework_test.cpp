@@ -70,6 +70,12 @@ TEST_CASE("framework::plan_nodes: chief and workers in cluster order are the nod
   CHECK(job->rank(1) == 5);
   CHECK(job->master_addr == "job-chief:0");
   CHECK(job->master_port == 29500);
+  SUBCASE("a TensorFlow task is one process") {
+    auto refused = plan_nodes(Framework::tensorflow, two, peers({{TaskType::worker, 0}}), TaskType::worker, 0, host(0, 2), {});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().message ==
+          "--nproc-per-node '2' applies to --framework pytorch and jax; a TensorFlow task is one process");
+  }
   SUBCASE("ps and evaluator have no place in a pytorch or jax job") {
     auto refused = plan_nodes(Framework::jax, two, peers({{TaskType::worker, 0}, {TaskType::ps, 0}}), TaskType::worker, 0,
                               host(0, 2), {});

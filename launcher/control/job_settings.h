@@ -31,6 +31,8 @@ struct JobSettings {
   std::string own_name;               // this task's DNS name as in TF_CONFIG
   std::string coordinator_name;       // the coordinator's DNS name as in TF_CONFIG, for messages
   std::vector<std::string> own_addresses;
+  Instant started{};          // when this tfboot started: the hello says how long ago
+  bool wants_table = false;   // the start must carry every task's addresses (--address ip)
   // Called before each connection attempt (not on the coordinator): the coordinator's current
   // numeric addresses, or an error text ("NXDOMAIN", ...) while it does not resolve.
   std::function<Result<std::vector<std::string>>()> coordinator_addresses;

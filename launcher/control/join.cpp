@@ -12,16 +12,20 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   auto instance = make_nonce();
   if (!instance) return std::unexpected(instance.error());
   Hello hello{settings.job_id, settings.self, settings.hostname, instance->substr(0, 16), settings.supervise,
-              settings.own_name, settings.own_addresses, own, "", ""};
+              settings.own_name, settings.own_addresses, own, "", "", settings.wants_table, 0};
   // Strings that go on the wire are bounded there; cut here so that our own hello is never refused.
   hello.host = hello.host.substr(0, 253);
   hello.name = hello.name.substr(0, 253);
   if (hello.addresses.size() > 64) hello.addresses.resize(64);
   const Instant now = SteadyClock::now();
+  hello.started_ms_ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - settings.started).count();
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
+  // Before any connection is accepted, so that none is refused for want of a descriptor.
+  auto room = make_room_for_tasks(settings.tasks.size());
+  if (!room) return std::unexpected(room.error());
   auto listener = open_listener(settings.port);
   if (!listener) return std::unexpected(listener.error());
-  return join_as_coordinator(settings, std::move(*listener), hello, now);
+  return join_as_coordinator(settings, std::move(*listener), hello, now, *room);
 }
 
 }  // namespace tfboot

@@ -21,18 +21,46 @@ struct Candidate {
   Instant opened;
   std::optional<JobMember> task;  // once its hello was accepted
   bool refused = false;           // told why; closed once that is delivered or after `linger`
+  short watched = 0;              // the events the event set has for it
 };
 
+// "10.0.0.1,fd00::1": one entry of the start's table of addresses.
+std::string joined_addresses(const std::vector<std::string>& addresses) {
+  std::string text;
+  for (const auto& address : addresses) text += (text.empty() ? "" : ",") + address;
+  return text;
+}
+
+std::vector<std::vector<std::string>> addresses_of(const std::vector<MemberInfo>& members) {
+  std::vector<std::vector<std::string>> addresses;
+  addresses.reserve(members.size());
+  for (const auto& member : members) addresses.push_back(member.addresses);
+  return addresses;
+}
+
+// Every wake-up costs what is ready, not what is open (an event set, lookups by index); what
+// must look at every connection (silences, hello timeouts) runs on a timer, and a message for
+// every task (a heartbeat, the start) is encoded once. So a job of thousands of tasks costs the
+// coordinator a constant per task.
 class CoordinatorBarrier {
  public:
-  CoordinatorBarrier(const JobSettings& settings, Socket listener, const Hello& own, Instant now)
+  CoordinatorBarrier(const JobSettings& settings, Socket listener, EventSet events, const Hello& own, Instant now, std::size_t room)
       : settings_(settings),
+        // Room for every task twice (an old and a new instance) and some strangers, within what
+        // the descriptor limit allows (an accept that fails for want of one would leave the
+        // listener ready, and this loop busy).
+        connection_cap_(std::min(2 * settings.tasks.size() + 16, room)),
         listener_(std::move(listener)),
+        events_(std::move(events)),
         barrier_(BarrierSettings{settings.job_id, settings.tasks, own, settings.env_check, settings.peer_silent_after}),
         started_(now),
+        own_start_(now - std::chrono::milliseconds(own.started_ms_ago)),
         deadline_(now + settings.start_timeout),
         next_heartbeat_(now + settings.heartbeat_every),
-        next_progress_(now + settings.progress_every) {}
+        next_progress_(now + settings.progress_every),
+        next_sweep_(now + sweep_every) {
+    events_.watch(listener_.fd(), listener_key, POLLIN);
+  }
 
   Result<std::unique_ptr<JobLink>> run() {
     log::info("start barrier: waiting for {} on control port {}", counted(settings_.tasks.size() - 1, "task"), settings_.port);
@@ -42,53 +70,64 @@ class CoordinatorBarrier {
         if (auto verdict = take_verification()) return start(std::move(*verdict));
       }
       if (now >= deadline_ && !verification_) return give_up();
-      if (barrier_.complete() && !verification_ && (!settings_.verify_members || now >= last_hello_ + settings_.record_settle)) {
+      if (barrier_.complete() && !verification_ && (!settings_.verify_members || now >= settle_until())) {
         auto decision = barrier_.decide(settings_.supervise);
         if (std::holds_alternative<Abort>(decision) || !settings_.verify_members) return start(std::move(decision));
-        begin_verification(std::get<Start>(decision));
+        begin_verification();
       }
       housekeeping(now);
-      if (auto polled = poll_once(); !polled) return std::unexpected(polled.error());
+      if (auto waited = wait_once(); !waited) return std::unexpected(waited.error());
     }
   }
 
  private:
-  Result<void> poll_once() {
-    std::vector<pollfd> fds{{listener_.fd(), POLLIN, 0}};
-    Instant until = std::min({deadline_, next_heartbeat_, next_progress_});
+
+  // The name check waits until the youngest task's tfboot has run for `record_settle`: its pod's
+  // DNS record may lag the pod's start, and a name asked before it is published gets its
+  // NXDOMAIN cached. Tasks that started earlier (the usual case in a large job) cost no wait.
+  Instant settle_until() const { return std::max(barrier_.latest_task_start(), own_start_) + settings_.record_settle; }
+
+  Result<void> wait_once() {
+    Instant until = std::min({deadline_, next_heartbeat_, next_progress_, next_sweep_});
     if (verification_) until = std::min(until, SteadyClock::now() + verification_poll);
-    if (settings_.verify_members && barrier_.complete()) until = std::min(until, last_hello_ + settings_.record_settle);
-    for (const auto& [id, candidate] : connections_) {
-      fds.push_back({candidate.channel.fd(), candidate.channel.events(), 0});
-      until = std::min(until, candidate.task ? candidate.channel.last_heard() + settings_.peer_silent_after
-                                             : candidate.opened + (candidate.refused ? linger : settings_.hello_timeout));
-    }
-    if (auto polled = poll_until(fds, until); !polled) return polled;
+    if (settings_.verify_members && barrier_.complete()) until = std::min(until, settle_until());
+    auto ready = events_.wait(until);
+    if (!ready) return std::unexpected(ready.error());
     Instant now = SteadyClock::now();
-    if (fds[0].revents != 0) accept_connections(now);
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      auto& [id, candidate] = *it;
-      short revents = revents_of(fds, candidate.channel.fd());
-      if (revents & POLLOUT) candidate.channel.flush();
-      if (revents & (POLLIN | POLLHUP | POLLERR)) candidate.channel.receive(now);
-      read_lines(id, candidate, now);
-      if (candidate.channel.broken()) {
-        barrier_.on_closed(id, candidate.channel.problem());
-        it = connections_.erase(it);
-      } else {
-        ++it;
+    for (const auto& [key, revents] : *ready) {
+      if (key == listener_key) {
+        accept_connections(now);
+        continue;
       }
+      auto it = connections_.find(key);
+      if (it == connections_.end()) continue;
+      if (revents & POLLOUT) it->second.channel.flush();
+      if (revents & (POLLIN | POLLHUP | POLLERR)) it->second.channel.receive(now);
+      read_lines(it->first, it->second, now);
+      settle(it);
     }
     return {};
   }
 
+  // After anything happened on a connection: closed when broken, else watched for what it waits for.
+  void settle(std::map<ConnectionId, Candidate>::iterator it) {
+    Candidate& candidate = it->second;
+    if (candidate.channel.broken()) {
+      barrier_.on_closed(it->first, candidate.channel.problem());
+      connections_.erase(it);  // its descriptor closes, and leaves the event set with it
+      return;
+    }
+    if (candidate.channel.events() != candidate.watched) {
+      candidate.watched = candidate.channel.events();
+      events_.watch(candidate.channel.fd(), it->first, candidate.watched);
+    }
+  }
+
+  // Beyond the cap a connection is closed at once, and a task among them retries.
   void accept_connections(Instant now) {
-    // Room for every task twice (an old and a new instance) and some strangers; beyond that a
-    // connection is closed at once, and a task among them retries.
-    const std::size_t cap = 2 * settings_.tasks.size() + 16;
     while (auto accepted = accept_one(listener_.fd())) {
-      if (connections_.size() >= cap) {
-        log::debug("control channel: closed a connection from {}: {} connections open", accepted->second, cap);
+      if (connections_.size() >= connection_cap_) {
+        log::debug("control channel: closed a connection from {}: {} connections open", accepted->second, connection_cap_);
         continue;
       }
       auto nonce = make_nonce();
@@ -99,7 +138,7 @@ class CoordinatorBarrier {
       Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value()};
       Candidate candidate{MessageConnection(std::move(accepted->first), accepted->second, max_task_message, now), challenge, now};
       candidate.channel.send(challenge);
-      connections_.emplace(next_id_++, std::move(candidate));
+      settle(connections_.emplace(next_id_++, std::move(candidate)).first);
     }
   }
 
@@ -133,13 +172,16 @@ class CoordinatorBarrier {
     }
     if (verdict.replaced) {
       log::info("start barrier: {} reconnected; its older connection is closed", hello.task.text());
-      if (auto old = connections_.find(*verdict.replaced); old != connections_.end()) old->second.channel.fail("replaced by a new connection");
+      if (auto old = connections_.find(*verdict.replaced); old != connections_.end()) {
+        old->second.channel.fail("replaced by a new connection");
+        settle(old);
+      }
     }
     candidate.task = hello.task;
-    last_hello_ = now;
     std::string proof = settings_.secret ? coordinator_proof(*settings_.secret, candidate.challenge, hello) : "";
-    candidate.channel.send(Accepted{proof, barrier_.progress()});
-    log::info("start barrier: {} ({}) is present; {}/{}", hello.task.text(), hello.host, barrier_.progress().present, settings_.tasks.size());
+    const BarrierProgress progress = barrier_.progress();
+    candidate.channel.send(Accepted{proof, progress});
+    log::info("start barrier: {} ({}) is present; {}/{}", hello.task.text(), hello.host, progress.present, settings_.tasks.size());
   }
 
   void refuse(Candidate& candidate, const std::string& reason) {
@@ -150,18 +192,18 @@ class CoordinatorBarrier {
   }
 
   void housekeeping(Instant now) {
-    for (ConnectionId id : barrier_.silent(now)) {
-      if (auto it = connections_.find(id); it != connections_.end()) it->second.channel.fail("silent for " + seconds_text(now - it->second.channel.last_heard()));
-    }
-    for (auto& [id, candidate] : connections_) {
-      if (candidate.refused && now - candidate.opened > linger) candidate.channel.fail("refused");
-      else if (!candidate.task && !candidate.refused && now - candidate.opened > settings_.hello_timeout) {
-        candidate.channel.fail("no hello within " + seconds_text(settings_.hello_timeout));
-      }
+    if (now >= next_sweep_) {
+      sweep(now);
+      next_sweep_ = now + sweep_every;
     }
     if (now >= next_heartbeat_) {
-      for (auto& [id, candidate] : connections_) {
-        if (candidate.task) candidate.channel.send(Waiting{barrier_.progress()});
+      const EncodedMessage waiting = encoded(Waiting{barrier_.progress()});
+      for (auto it = connections_.begin(); it != connections_.end();) {
+        auto current = it++;
+        if (current->second.task) {
+          current->second.channel.send(waiting);
+          settle(current);
+        }
       }
       next_heartbeat_ = now + settings_.heartbeat_every;
     }
@@ -172,11 +214,27 @@ class CoordinatorBarrier {
     }
   }
 
+  // What needs a look at every connection: silent tasks, hellos that did not come, refusals read.
+  void sweep(Instant now) {
+    for (ConnectionId id : barrier_.silent(now)) {
+      if (auto it = connections_.find(id); it != connections_.end()) it->second.channel.fail("silent for " + seconds_text(now - it->second.channel.last_heard()));
+    }
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      auto current = it++;
+      Candidate& candidate = current->second;
+      if (candidate.refused && now - candidate.opened > linger) candidate.channel.fail("refused");
+      else if (!candidate.task && !candidate.refused && now - candidate.opened > settings_.hello_timeout) {
+        candidate.channel.fail("no hello within " + seconds_text(settings_.hello_timeout));
+      }
+      if (candidate.channel.broken()) settle(current);
+    }
+  }
+
   // Every task is present: their names are resolved on a thread of their own, while this one
   // keeps the connections alive (heartbeats, silence, reconnects).
-  void begin_verification(Start start) {
+  void begin_verification() {
     log::info("start barrier: all {} tasks present; resolving their names once", settings_.tasks.size());
-    pending_members_ = start.members;
+    pending_members_ = barrier_.members();
     try {
       verification_ = std::async(std::launch::async, settings_.verify_members, pending_members_, deadline_);
     } catch (const std::system_error& error) {  // no thread to spare: checked here, the heartbeats paused
@@ -199,13 +257,13 @@ class CoordinatorBarrier {
     auto decision = barrier_.decide(settings_.supervise);
     Start* start = std::get_if<Start>(&decision);
     if (!start) return decision;
-    if (start->members != pending_members_) {
+    if (barrier_.members() != pending_members_) {
       log::info("start barrier: a task came back while the names were resolved; checking again");
       return std::nullopt;
     }
     // Every task learns why, with the DNS code whatever went wrong.
     if (!verified) return Abort{exit_code::peers_unresolved, "the coordinator's check of the job's names: " + verified.error().message};
-    start->members = std::move(*verified);
+    pending_members_ = std::move(*verified);
     start->names_verified = true;
     return decision;
   }
@@ -223,7 +281,8 @@ class CoordinatorBarrier {
                           std::to_string(barrier_.progress().present) + "/" + std::to_string(settings_.tasks.size()) +
                           " tasks present; missing " + barrier_.missing_report();
     auto channels = present_channels();
-    for (MessageConnection* channel : channels) channel->send(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
+    const EncodedMessage abort = encoded(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
+    for (MessageConnection* channel : channels) channel->send(abort);
     deliver(channels, SteadyClock::now() + linger);
     return make_error(exit_code::start_barrier_incomplete, message);
   }
@@ -232,53 +291,79 @@ class CoordinatorBarrier {
 
   // How often the loop looks whether the names are checked.
   static constexpr std::chrono::milliseconds verification_poll{20};
+  // How often every connection is looked at for a silence or a missing hello.
+  static constexpr std::chrono::milliseconds sweep_every{250};
   const JobSettings& settings_;
+  std::size_t connection_cap_;
   Socket listener_;
+  EventSet events_;
   StartBarrier barrier_;
   std::map<ConnectionId, Candidate> connections_;
   ConnectionId next_id_ = 1;  // 0 is the coordinator's own entry in the barrier
   Instant started_;
+  Instant own_start_;  // when this tfboot started
   Instant deadline_;
   Instant next_heartbeat_;
   Instant next_progress_;
-  Instant last_hello_{};  // when the last task was accepted
+  Instant next_sweep_;
   std::optional<std::future<Result<std::vector<MemberInfo>>>> verification_;
-  std::vector<MemberInfo> pending_members_;  // what the running verification checks
+  std::vector<MemberInfo> pending_members_;  // what the running verification checks; then its answers
 };
 
 Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
-    for (MessageConnection* channel : channels) channel->send(fitted_to_the_wire(*abort));
+    const EncodedMessage message = encoded(fitted_to_the_wire(*abort));
+    for (MessageConnection* channel : channels) channel->send(message);
     deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
     return make_error(abort->code, abort->message);
   }
-  const Start& start = std::get<Start>(decision);
-  for (MessageConnection* channel : channels) channel->send(start);
-  // The start message may be megabytes for a large job; delivered before anyone may close.
+  Start& start = std::get<Start>(decision);
+  if (!start.names_verified) pending_members_ = barrier_.members();
+  // Two encodings at most, each made once: the start, and the start with the table of addresses
+  // for the tasks that asked for it.
+  const EncodedMessage plain = encoded(start);
+  EncodedMessage with_table;
+  for (const auto& present : barrier_.present_tasks()) {
+    auto it = connections_.find(present.connection);
+    if (it == connections_.end()) continue;
+    if (!barrier_.wants_table(present.connection)) {
+      it->second.channel.send(plain);
+      continue;
+    }
+    if (!with_table) {
+      Start table = start;
+      table.addresses.emplace();
+      for (const auto& member : pending_members_) table.addresses->push_back(joined_addresses(member.addresses));
+      with_table = encoded(table);
+    }
+    it->second.channel.send(with_table);
+  }
   deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
   log_differences(start.environment_differences);
   log::info("start barrier: all {} tasks present; starting", settings_.tasks.size());
 
   Instant now = SteadyClock::now();
-  std::map<JobMember, MessageConnection> tasks;
+  std::map<std::uint64_t, LinkedTask> tasks;  // by the keys the event set knows them by
   std::vector<JobMonitor::Watched> watched;
   for (const auto& present : barrier_.present_tasks()) {
     auto it = connections_.find(present.connection);
     if (!settings_.supervise || !present.supervised || it == connections_.end()) continue;
     watched.push_back({present.task, true});
-    tasks.emplace(present.task, std::move(it->second.channel));
+    tasks.emplace(it->first, LinkedTask{present.task, std::move(it->second.channel)});
   }
-  StartInfo info{start.environment_differences, start.members, settings_.supervise, start.names_verified};
+  StartInfo info{start.environment_differences, start.tasks, settings_.supervise, start.names_verified, addresses_of(pending_members_)};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
-  return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(tasks), watched, now);
+  return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched, now);
 }
 
 }  // namespace
 
 Result<std::unique_ptr<JobLink>> join_as_coordinator(const JobSettings& settings, Socket listener, const Hello& own,
-                                                     Instant now) {
-  return CoordinatorBarrier(settings, std::move(listener), own, now).run();
+                                                     Instant now, std::size_t room) {
+  auto events = EventSet::create();
+  if (!events) return std::unexpected(events.error());
+  return CoordinatorBarrier(settings, std::move(listener), std::move(*events), own, now, room).run();
 }
 
 }  // namespace tfboot

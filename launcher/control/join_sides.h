@@ -16,9 +16,10 @@
 
 namespace tfboot {
 
-// `listener` is open on settings.port; `own` is the coordinator's own hello.
+// `listener` is open on settings.port; `own` is the coordinator's own hello; `room`: the
+// connections the descriptor limit allows.
 Result<std::unique_ptr<JobLink>> join_as_coordinator(const JobSettings& settings, Socket listener, const Hello& own,
-                                                     Instant now);
+                                                     Instant now, std::size_t room);
 // `own` is the hello to send, without nonce and proof (added per challenge).
 Result<std::unique_ptr<JobLink>> join_as_task(const JobSettings& settings, Hello own, Instant now);
 

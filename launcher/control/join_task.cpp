@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/text.h"
 #include "control/auth.h"
 #include "control/link.h"
 
@@ -203,9 +204,9 @@ std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Me
   } else if (const Abort* abort = std::get_if<Abort>(&message); abort && proven) {
     return make_error(abort->code, abort->message);
   } else if (const Start* start = std::get_if<Start>(&message); start && proven) {
-    auto stranger = std::find_if(start->members.begin(), start->members.end(), [&](const MemberInfo& info) { return !in_cluster(settings_, info.task); });
-    if (stranger == start->members.end()) return on_start(*start, now);
-    refused(channel_->peer() + ": protocol violation: the start names " + stranger->task.text() + ", not a task of this job", now);
+    if (static_cast<std::size_t>(start->tasks) == settings_.tasks.size()) return on_start(*start, now);
+    refused(channel_->peer() + ": protocol violation: the start counts " + std::to_string(start->tasks) + " tasks, this job has " +
+                std::to_string(settings_.tasks.size()), now);
   } else if (!std::holds_alternative<Ping>(message) || !proven) {
     refused(channel_->peer() + ": protocol violation: an unexpected '" + std::string(message_type(message)) + "'", now);
   }
@@ -225,6 +226,7 @@ void TaskBarrier::on_challenge(const Challenge& challenge, Instant now) {
     hello_.nonce = *nonce;
     hello_.proof = task_proof(*settings_.secret, challenge_, hello_);
   }
+  hello_.started_ms_ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - settings_.started).count();
   channel_->send(hello_);
 }
 
@@ -244,7 +246,13 @@ void TaskBarrier::on_accepted(const Accepted& accepted, Instant now) {
 Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Instant now) {
   log_differences(start.environment_differences);
   log::info("start barrier: the coordinator says start");
-  StartInfo info{start.environment_differences, start.members, start.supervised, start.names_verified};
+  StartInfo info{start.environment_differences, start.tasks, start.supervised, start.names_verified, {}};
+  if (start.addresses) {
+    for (const auto& entry : *start.addresses) {
+      auto parts = split_non_empty(entry, ',');
+      info.addresses.emplace_back(parts.begin(), parts.end());
+    }
+  }
   // Kept only when both sides watch the job after the start; otherwise closed here.
   std::optional<MessageConnection> kept;
   if (settings_.supervise && start.supervised) kept = std::move(channel_);

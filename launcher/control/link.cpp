@@ -9,46 +9,49 @@ namespace tfboot {
 namespace {
 
 // The coordinator's side after the start: heartbeats to every supervised task, their exits and
-// silences into the JobMonitor, its decisions out to every task.
+// silences into the JobMonitor, its decisions out to every task. The supervisor polls one
+// descriptor, the event set's, so a wake-up costs what is ready, however many tasks there are.
 class CoordinatorLink final : public JobLink {
  public:
-  CoordinatorLink(StartInfo info, const JobSettings& settings, Socket listener, std::map<JobMember, MessageConnection> tasks,
-                  const std::vector<JobMonitor::Watched>& watched, Instant now)
+  CoordinatorLink(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
+                  std::map<std::uint64_t, LinkedTask> tasks, const std::vector<JobMonitor::Watched>& watched, Instant now)
       : JobLink(std::move(info)),
         heartbeat_every_(settings.heartbeat_every),
         listener_(std::move(listener)),
+        events_(std::move(events)),
         tasks_(std::move(tasks)),
         monitor_(settings.self, watched, settings.peer_silent_after, now, settings.done_when_every_task_is),
-        next_heartbeat_(now + settings.heartbeat_every) {}
-
-  void add_poll_fds(std::vector<pollfd>& fds) const override {
-    if (listener_) fds.push_back({listener_.fd(), POLLIN, 0});
-    for (const auto& [task, channel] : tasks_) fds.push_back({channel.fd(), channel.events(), 0});
+        next_heartbeat_(now + settings.heartbeat_every) {
+    for (auto& [key, linked] : tasks_) look_after(key, linked);
   }
+
+  void add_poll_fds(std::vector<pollfd>& fds) const override { fds.push_back({events_.fd(), POLLIN, 0}); }
 
   Instant next_wakeup() const override { return tasks_.empty() ? Instant::max() : std::min(monitor_.next_deadline(), next_heartbeat_); }
 
-  std::vector<JobEvent> process(const std::vector<pollfd>& fds, Instant now) override {
-    if (listener_ && revents_of(fds, listener_.fd()) != 0) refuse_latecomers();
+  std::vector<JobEvent> process(const std::vector<pollfd>&, Instant now) override {
     std::vector<JobEvent> events;
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      auto& [task, channel] = *it;
-      short revents = revents_of(fds, channel.fd());
-      if (revents & POLLOUT) channel.flush();
-      if (revents & (POLLIN | POLLHUP | POLLERR)) channel.receive(now);
-      apply(read_messages(task, channel, now), events);
-      if (!channel.broken()) {
-        ++it;
+    auto ready = events_.wait(now);  // now: no waiting, only what is ready
+    if (!ready) log::warn("{}", ready.error().message);
+    for (const auto& [key, revents] : ready ? *ready : std::vector<EventSet::Ready>{}) {
+      if (key == listener_key) {
+        if (listener_) refuse_latecomers();
         continue;
       }
-      apply(monitor_.on_closed(task, channel.problem(), now), events);
-      it = tasks_.erase(it);
+      auto it = tasks_.find(key);
+      if (it == tasks_.end()) continue;
+      MessageConnection& channel = it->second.channel;
+      if (revents & POLLOUT) channel.flush();
+      if (revents & (POLLIN | POLLHUP | POLLERR)) channel.receive(now);
+      apply(read_messages(it->second.task, channel, now), events);
+      look_after(key, it->second);
     }
     apply(monitor_.on_tick(now), events);
     if (now >= next_heartbeat_) {
-      for (auto& [task, channel] : tasks_) channel.send(Ping{});
+      broadcast(Ping{});
       next_heartbeat_ = now + heartbeat_every_;
     }
+    bury(now, events);
     return events;
   }
 
@@ -62,7 +65,7 @@ class CoordinatorLink final : public JobLink {
   void finish(std::chrono::milliseconds at_most) override {
     listener_.reset();
     std::vector<MessageConnection*> channels;
-    for (auto& [task, channel] : tasks_) channels.push_back(&channel);
+    for (auto& [key, linked] : tasks_) channels.push_back(&linked.channel);
     deliver(channels, SteadyClock::now() + at_most);
     for (MessageConnection* channel : channels) channel->shutdown_write();
     tasks_.clear();
@@ -84,10 +87,45 @@ class CoordinatorLink final : public JobLink {
     return decision;
   }
 
+  // After anything happened on a connection: noted for burial when broken, else watched for
+  // what it waits for.
+  void look_after(std::uint64_t key, LinkedTask& linked) {
+    if (linked.channel.broken()) return broken_.push_back(key);
+    const short wanted = linked.channel.events();
+    auto [watched, added] = watched_.try_emplace(key, wanted);
+    if (!added && watched->second == wanted) return;
+    watched->second = wanted;
+    events_.watch(linked.channel.fd(), key, wanted);
+  }
+
+  // Broken connections leave; the monitor hears why (a lost task may decide the job, whose
+  // broadcast may break more: bounded, as each round removes one).
+  void bury(Instant now, std::vector<JobEvent>& events) {
+    while (!broken_.empty()) {
+      const std::uint64_t key = broken_.back();
+      broken_.pop_back();
+      auto it = tasks_.find(key);
+      if (it == tasks_.end()) continue;
+      const JobMember task = it->second.task;
+      const std::string why = it->second.channel.problem();
+      tasks_.erase(it);
+      watched_.erase(key);
+      apply(monitor_.on_closed(task, why, now), events);
+    }
+  }
+
+  // Encoded once, the same bytes to every task.
+  void broadcast(const Message& message) {
+    const EncodedMessage bytes = encoded(message);
+    for (auto& [key, linked] : tasks_) {
+      linked.channel.send(bytes);
+      look_after(key, linked);
+    }
+  }
+
   void apply(JobDecision decision, std::vector<JobEvent>& events) {
     events.insert(events.end(), decision.events.begin(), decision.events.end());
-    if (!decision.broadcast) return;
-    for (auto& [task, channel] : tasks_) channel.send(*decision.broadcast);
+    if (decision.broadcast) broadcast(*decision.broadcast);
   }
 
   // The job has started: a new hello is refused at once, with no state kept for it.
@@ -102,7 +140,10 @@ class CoordinatorLink final : public JobLink {
 
   std::chrono::milliseconds heartbeat_every_;
   Socket listener_;
-  std::map<JobMember, MessageConnection> tasks_;
+  EventSet events_;
+  std::map<std::uint64_t, LinkedTask> tasks_;
+  std::map<std::uint64_t, short> watched_;  // the events the event set has for each task
+  std::vector<std::uint64_t> broken_;       // to be buried at the end of process()
   JobMonitor monitor_;
   Instant next_heartbeat_;
 };
@@ -176,10 +217,10 @@ class TaskLink final : public JobLink {
 
 }  // namespace
 
-std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener,
-                                               std::map<JobMember, MessageConnection> tasks,
+std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
+                                               std::map<std::uint64_t, LinkedTask> tasks,
                                                const std::vector<JobMonitor::Watched>& watched, Instant now) {
-  return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(tasks), watched, now);
+  return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(events), std::move(tasks), watched, now);
 }
 
 std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,

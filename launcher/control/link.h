@@ -6,6 +6,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,9 +19,12 @@ namespace tfboot {
 
 struct StartInfo {
   std::vector<std::string> environment_differences;  // empty when all equal or --env-check off
-  std::vector<MemberInfo> members;                     // every task: host, DNS name, addresses
+  int tasks = 0;                                       // the job's size
   bool coordinator_supervises = false;                 // false: the link after the start is inert
-  bool names_verified = false;                         // members' addresses are their names' DNS answers
+  bool names_verified = false;                         // the coordinator found every name pointing at its task
+  // Every task's addresses in cluster order (their names' DNS answers when names_verified): on
+  // the coordinator, and on a task that asked for the table (--address ip); else empty.
+  std::vector<std::vector<std::string>> addresses;
 };
 
 class JobLink {
@@ -50,10 +54,19 @@ class JobLink {
   StartInfo start_info_;
 };
 
-// Heartbeats to every supervised task in `tasks`, their exits and silences into a JobMonitor, its
-// decisions out to every task; a new connection on `listener` (if kept) is refused at once.
-std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener,
-                                               std::map<JobMember, MessageConnection> tasks,
+// A supervised task's connection at the coordinator after the start.
+struct LinkedTask {
+  JobMember task;
+  MessageConnection channel;
+};
+// The key the event set knows the listener by; tasks have their own keys, never this one.
+inline constexpr std::uint64_t listener_key = 0;
+
+// Heartbeats to every supervised task in `tasks` (by their keys in `events`), their exits and
+// silences into a JobMonitor, its decisions out to every task; a new connection on `listener`
+// (if kept, watched in `events` as listener_key) is refused at once.
+std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
+                                               std::map<std::uint64_t, LinkedTask> tasks,
                                                const std::vector<JobMonitor::Watched>& watched, Instant now);
 
 // Heartbeats to the coordinator over `channel`, its done/stop in, our exit out. Without a

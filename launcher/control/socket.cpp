@@ -4,7 +4,9 @@
 #include <arpa/inet.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +21,9 @@ namespace tfboot {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Thousands of tasks connect at the same moment; the kernel caps this at net.core.somaxconn.
+constexpr int listen_backlog = 4096;
 
 // A peer that does not read what we send is cut off before we hold more than this for it.
 constexpr std::size_t max_queued_output = 2 * max_coordinator_message;
@@ -70,7 +75,7 @@ Result<Socket> listen_on(int family, int port) {
     v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
     size = sizeof v4;
   }
-  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), 128) != 0) {
+  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), listen_backlog) != 0) {
     return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": cannot listen", errno);
   }
   return socket;
@@ -78,23 +83,30 @@ Result<Socket> listen_on(int family, int port) {
 
 }  // namespace
 
-void MessageConnection::send(const Message& message) {
-  if (broken()) return;
-  output_ += encode(message);
-  if (output_.size() - sent_ > max_queued_output) return fail("the peer does not read what we send");
+void MessageConnection::send(EncodedMessage message) {
+  if (broken() || message->empty()) return;
+  queued_ += message->size();
+  output_.push_back(std::move(message));
+  if (queued_ > max_queued_output) return fail("the peer does not read what we send");
   flush();
 }
 
 void MessageConnection::flush() {
   while (has_output() && !broken()) {
-    ssize_t put = ::send(socket_.fd(), output_.data() + sent_, output_.size() - sent_, MSG_NOSIGNAL);
-    if (put >= 0) sent_ += static_cast<std::size_t>(put);
-    else if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    else if (errno != EINTR) fail(errno_text("send", errno));
-  }
-  if (!has_output()) {
-    output_.clear();
-    sent_ = 0;
+    const std::string& front = *output_.front();
+    ssize_t put = ::send(socket_.fd(), front.data() + sent_, front.size() - sent_, MSG_NOSIGNAL);
+    if (put >= 0) {
+      sent_ += static_cast<std::size_t>(put);
+      queued_ -= static_cast<std::size_t>(put);
+      if (sent_ == front.size()) {
+        output_.pop_front();
+        sent_ = 0;
+      }
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      break;
+    } else if (errno != EINTR) {
+      fail(errno_text("send", errno));
+    }
   }
 }
 
@@ -117,6 +129,55 @@ void MessageConnection::receive(Instant now) {
 
 void MessageConnection::shutdown_write() {
   if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(errno_text("shutdown", errno));
+}
+
+Result<EventSet> EventSet::create() {
+  UniqueFd epoll(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll) return errno_error(exit_code::resources, "control channel: epoll_create1", errno);
+  return EventSet(std::move(epoll));
+}
+
+void EventSet::watch(int fd, std::uint64_t key, short events) {
+  // poll's and epoll's bits for in, out, error and hang-up are the same on Linux.
+  epoll_event event{.events = static_cast<std::uint32_t>(events), .data = {.u64 = key}};
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &event) == 0) return;
+  if (errno == ENOENT && ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &event) == 0) return;
+  // Only a lack of kernel memory gets here; the connection then times out as a silent one.
+  log::warn("control channel: {}", errno_text("epoll_ctl", errno));
+}
+
+Result<std::vector<EventSet::Ready>> EventSet::wait(Instant until) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
+  int timeout = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(left.count(), 0, 60'000));
+  epoll_event events[256];
+  int count = ::epoll_wait(epoll_.get(), events, static_cast<int>(std::size(events)), timeout);
+  std::vector<Ready> ready;
+  if (count < 0) {
+    if (errno == EINTR) return ready;
+    return errno_error(exit_code::resources, "control channel: epoll_wait", errno);
+  }
+  for (int i = 0; i < count; ++i) ready.push_back({events[i].data.u64, static_cast<short>(events[i].events)});
+  return ready;
+}
+
+Result<std::size_t> make_room_for_tasks(std::size_t tasks) {
+  // A connection per task, an eighth more for tasks that reconnect before their old connection
+  // is seen closed, and 64 for the rest: the listener, the event set, the command's pipes and
+  // signalfd, c-ares' sockets for the name check, log files.
+  const rlim_t needed = static_cast<rlim_t>(tasks + tasks / 8 + 64);
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return errno_error(exit_code::resources, "getrlimit(RLIMIT_NOFILE)", errno);
+  if (limit.rlim_cur >= needed) return static_cast<std::size_t>(limit.rlim_cur - 64);
+  const rlim_t before = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (limit.rlim_cur < needed) {
+    return make_error(exit_code::resources, "the descriptor limit (ulimit -n) is " + std::to_string(limit.rlim_cur) +
+                                                " at most, too low for the coordinator of a job of " + std::to_string(tasks) + " tasks (" +
+                                                std::to_string(needed) + " needed): raise the container's nofile limit");
+  }
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) return errno_error(exit_code::resources, "setrlimit(RLIMIT_NOFILE)", errno);
+  log::info("control channel: descriptor limit raised from {} to {} for a job of {} tasks", before, limit.rlim_cur, tasks);
+  return static_cast<std::size_t>(limit.rlim_cur - 64);
 }
 
 Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {

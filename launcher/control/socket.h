@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +37,11 @@ class Socket {
   UniqueFd fd_;
 };
 
+// A message encoded once, shared by every connection it is queued on (a start or a heartbeat to
+// thousands of tasks costs one encoding and no copies).
+using EncodedMessage = std::shared_ptr<const std::string>;
+inline EncodedMessage encoded(const Message& message) { return std::make_shared<const std::string>(encode(message)); }
+
 // One connection: lines in through a bounded FrameReader, messages out through a queue that is
 // written whenever the socket takes more.
 class MessageConnection {
@@ -46,11 +54,12 @@ class MessageConnection {
   Instant last_heard() const { return last_heard_; }
   bool broken() const { return problem_.has_value(); }
   const std::string& problem() const { return *problem_; }
-  bool has_output() const { return sent_ < output_.size(); }
+  bool has_output() const { return !output_.empty(); }
   short events() const { return static_cast<short>(POLLIN | (has_output() ? POLLOUT : 0)); }
 
   // Queues the message and writes what the socket takes now.
-  void send(const Message& message);
+  void send(const Message& message) { send(encoded(message)); }
+  void send(EncodedMessage message);
   // Writes what is queued, as far as the socket takes it.
   void flush();
   // Reads what is there. Lines read stay available through next_line() after the peer closed
@@ -68,11 +77,37 @@ class MessageConnection {
   Socket socket_;
   std::string peer_;
   FrameReader reader_;
-  std::string output_;
-  std::size_t sent_ = 0;
+  std::deque<EncodedMessage> output_;
+  std::size_t sent_ = 0;    // of output_.front()
+  std::size_t queued_ = 0;  // bytes in output_ not yet sent
   std::optional<std::string> problem_;
   Instant last_heard_;
 };
+
+// An epoll set over many connections: a wake-up costs what is ready, not what is open. Each
+// descriptor carries a key of the caller's; events and revents are poll(2)'s bits.
+class EventSet {
+ public:
+  static Result<EventSet> create();
+  int fd() const { return epoll_.get(); }
+  // Adds `fd`, or changes its events when it is there.
+  void watch(int fd, std::uint64_t key, short events);
+  struct Ready {
+    std::uint64_t key;
+    short revents;
+  };
+  // What is ready, waiting until `until` at most (a past `until`: no wait). EINTR is nothing ready.
+  Result<std::vector<Ready>> wait(Instant until);
+
+ private:
+  explicit EventSet(UniqueFd epoll) : epoll_(std::move(epoll)) {}
+  UniqueFd epoll_;
+};
+
+// Raises the soft limit on open descriptors to the hard one when a coordinator of `tasks` needs
+// more; exit_code::resources, before any connection, when even the hard limit is too low. The
+// connections the limit then allows.
+Result<std::size_t> make_room_for_tasks(std::size_t tasks);
 
 // poll(2) until `until`; EINTR is a wake-up with nothing ready. Any other failure is
 // exit_code::resources.

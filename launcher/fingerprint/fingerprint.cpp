@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -55,10 +56,14 @@ Fingerprint fingerprint_from_json(std::string_view text) {
 
 namespace {
 
-// "worker:0,worker:1,worker:2,ps:0" -> "worker:0..2,ps:0": readable for thousands of tasks.
-std::string join_tasks(const std::vector<std::string>& tasks) {
+// "worker:0,worker:1,worker:2,ps:0" -> "worker:0..2,ps:0": readable for thousands of tasks. At
+// most `shown` runs are written, then "and N more": a line stays short however the tasks differ.
+std::string join_tasks(const std::vector<std::string>& tasks, std::size_t shown) {
   std::string text;
+  std::size_t runs = 0;
   for (std::size_t i = 0; i < tasks.size();) {
+    if (runs == shown) return text + " and " + std::to_string(tasks.size() - i) + " more";
+    ++runs;
     auto colon = tasks[i].rfind(':');
     int index = -1;
     if (colon != std::string::npos) {
@@ -83,6 +88,10 @@ std::string join_tasks(const std::vector<std::string>& tasks) {
   return text;
 }
 
+// A line names at most this many values, each with at most this many runs of tasks.
+constexpr std::size_t shown_values = 8;
+constexpr std::size_t shown_runs = 16;
+
 }  // namespace
 
 std::vector<std::string> compare_fingerprints(const std::vector<std::pair<std::string, Fingerprint>>& by_task) {
@@ -90,16 +99,24 @@ std::vector<std::string> compare_fingerprints(const std::vector<std::pair<std::s
   for (const auto& field : fingerprint_fields) {
     if (!field.compared) continue;
     std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // value -> tasks, first seen first
+    std::map<std::string_view, std::size_t> group_of;                       // value -> its place in groups
     for (const auto& [task, fingerprint] : by_task) {
       const std::string& value = fingerprint.*field.member;
       if (field.absent_is_fine && value == fingerprint_absent) continue;
-      auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& entry) { return entry.first == value; });
-      if (group == groups.end()) groups.push_back({value, {task}});
-      else group->second.push_back(task);
+      auto [group, added] = group_of.try_emplace(value, groups.size());
+      if (added) groups.push_back({value, {}});
+      groups[group->second].second.push_back(task);
     }
     if (groups.size() < 2) continue;
     std::string line = std::string(field.name) + ": ";
-    for (std::size_t i = 0; i < groups.size(); ++i) line += (i ? "; " : "") + groups[i].first + " on " + join_tasks(groups[i].second);
+    std::size_t others = 0;
+    for (std::size_t i = 0; i < groups.size(); ++i) {
+      if (i < shown_values) line += (i ? "; " : "") + groups[i].first + " on " + join_tasks(groups[i].second, shown_runs);
+      else others += groups[i].second.size();
+    }
+    if (groups.size() > shown_values) {
+      line += "; " + std::to_string(groups.size() - shown_values) + " other values on " + std::to_string(others) + " tasks";
+    }
     lines.push_back(line);
   }
   return lines;

@@ -3,7 +3,9 @@
 #include "flow/job.h"
 
 #include <algorithm>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -120,7 +122,7 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   summary["coordinator"] = settings.coordinator.text();
   summary["control_port"] = settings.port;
   summary["supervised"] = settings.supervise;
-  summary["tasks_present"] = start.members.size();
+  summary["tasks_present"] = start.tasks;
   summary["names_resolved_by_coordinator"] = start.names_verified;
   summary["fingerprint"] = nlohmann::ordered_json::parse(to_json(own), nullptr, false);
   if (!own.cut_short.empty()) summary["fingerprint_cut_short"] = own.cut_short;
@@ -193,26 +195,34 @@ std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vec
   return std::nullopt;
 }
 
-std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
-                                           const std::vector<MemberInfo>& table) {
+std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own, bool verified,
+                                           const std::vector<std::vector<std::string>>& table) {
+  std::unordered_map<std::string_view, const NameStatus*> asked;
+  for (const auto& status : own) {
+    if (status.resolved) asked.emplace(status.name, &status);
+  }
   std::vector<NameStatus> answers;
-  for (const auto& peer : plan.peers) {
-    auto asked = std::ranges::find_if(own, [&](const NameStatus& status) { return status.name == peer.name && status.resolved; });
-    auto listed = std::ranges::find_if(table, [&](const MemberInfo& info) { return info.task == JobMember{peer.type, peer.index}; });
-    if (asked != own.end()) {
-      answers.push_back(*asked);
-    } else {
-      NameStatus status{.name = peer.name, .resolved = listed != table.end() && !listed->addresses.empty()};
-      if (status.resolved) status.addresses = listed->addresses;
-      answers.push_back(std::move(status));
+  answers.reserve(plan.peers.size());
+  for (std::size_t i = 0; i < plan.peers.size(); ++i) {
+    const PeerAddress& peer = plan.peers[i];
+    if (auto it = asked.find(peer.name); it != asked.end()) {
+      answers.push_back(*it->second);
+      continue;
     }
+    NameStatus status{.name = peer.name, .resolved = verified && (table.empty() || (i < table.size() && !table[i].empty()))};
+    if (status.resolved && i < table.size()) status.addresses = table[i];
+    answers.push_back(std::move(status));
   }
   return answers;
 }
 
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise) {
+                                   const std::optional<std::string>& secret, bool supervise, Instant started) {
   auto made = settings_for(options, plan, facts, secret, supervise);
+  if (made) {
+    made->started = started;
+    made->wants_table = options.address == AddressMode::ip;
+  }
   if (!made) return std::unexpected(made.error());
   const JobSettings& settings = *made;
   if (auto checked = check_job_settings(settings); !checked) return std::unexpected(checked.error());
@@ -228,7 +238,8 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   membership.joined = true;
   membership.environment_differences = (*link)->start_info().environment_differences;
   membership.summary_json = summary_json(settings, own, (*link)->start_info());
-  if ((*link)->start_info().names_verified) membership.verified_members = (*link)->start_info().members;
+  membership.names_verified = (*link)->start_info().names_verified;
+  if (membership.names_verified) membership.verified_addresses = (*link)->start_info().addresses;
   membership.link = std::move(*link);
   return membership;
 }

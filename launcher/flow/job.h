@@ -21,9 +21,12 @@ struct JobMembership {
   std::unique_ptr<JobLink> link;  // null when the control channel is off for this task, or after exec
   std::string summary_json;       // startup.json's "job" object, or "" when off
   std::vector<std::string> environment_differences;
-  // The coordinator's table once it resolved every name and found each pointing at its task, in
-  // cluster order; empty when it did not (--wait 0 there, or no control channel).
-  std::vector<MemberInfo> verified_members;
+  // The coordinator resolved every name and found each pointing at its task (not with --wait 0
+  // there, nor without the control channel).
+  bool names_verified = false;
+  // Then, for the coordinator and a task that asked (--address ip): every task's addresses, in
+  // cluster order; empty otherwise.
+  std::vector<std::vector<std::string>> verified_addresses;
 };
 
 // What can be checked before any lookup: the secret file (exit 2 when unusable).
@@ -48,13 +51,16 @@ std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vec
 // Blocks until the coordinator starts the job; exit 5 (barrier incomplete), 6 (environment
 // check failed), 3 (a name that does not resolve or points elsewhere, found by the coordinator),
 // 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
+// `started`: when this tfboot started (the coordinator's name check waits for young pods' records).
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise);
+                                   const std::optional<std::string>& secret, bool supervise, Instant started);
 
-// One answer per peer in cluster order, from the coordinator's verified table, for TF_CONFIG
-// (--address ip) and startup.json. `own` holds the task's own lookups, by name; those are kept.
-std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own,
-                                           const std::vector<MemberInfo>& table);
+// One answer per peer in cluster order, for TF_CONFIG (--address ip) and startup.json. `own` holds
+// the task's own lookups, by name; those are kept. The others are resolved when the
+// coordinator verified them (`verified`), with the addresses of its `table` where the start
+// carried one.
+std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own, bool verified,
+                                           const std::vector<std::vector<std::string>>& table);
 
 // The supervisor's view of the link: the job's decisions as exit codes and log lines.
 std::unique_ptr<JobView> make_job_view(JobLink& link);

@@ -71,10 +71,10 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
   auto peers = peers_to_resolve_before_the_barrier(plan);
   if (peers.empty()) {
     log::info("DNS: as the coordinator, resolving every name once all tasks are present");
-    return DnsResult{.names = answers_from_table(plan, {}, {})};
+    return DnsResult{.names = answers_from_table(plan, {}, false, {})};
   }
   auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
-  if (dns) dns->names = answers_from_table(plan, dns->names, {});
+  if (dns) dns->names = answers_from_table(plan, dns->names, false, {});
   return dns;
 }
 
@@ -84,8 +84,8 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
 Result<void> complete_dns_after_the_start(const Options& options, const Plan& plan, const HostFacts& facts,
                                           const JobMembership& job, DnsResult& dns) {
   if (options.wait.count() == 0 || !job.joined) return {};
-  if (!job.verified_members.empty()) {
-    dns.names = answers_from_table(plan, dns.names, job.verified_members);
+  if (job.names_verified) {
+    dns.names = answers_from_table(plan, dns.names, true, job.verified_addresses);
     return {};
   }
   log::info("the coordinator did not resolve the job's names; resolving them here");
@@ -187,9 +187,9 @@ bool runs_as_init(const Options& options, const NodeJob& nodes) {
 
 Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
                                              const HostFacts& facts, const std::optional<std::string>& secret,
-                                             const NodeJob& nodes) {
+                                             const NodeJob& nodes, Instant started) {
   if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes));
+  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes), started);
 }
 
 Result<int> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
@@ -238,7 +238,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes);
+  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes, started);
   if (!job) return std::unexpected(job.error());
   if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
   tf_config = make_tf_config_text(options, *plan, dns->names);

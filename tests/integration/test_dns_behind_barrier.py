@@ -80,12 +80,17 @@ def test_each_task_asks_only_the_coordinators_name_and_the_coordinator_asks_each
     total = sum(counts.values())
     assert total <= 3 * 3 + 4, counts   # O(N): 1-3 per task plus N at the coordinator
 
+    # A task's start carries no table (--address name needs none): its peers are resolved by the
+    # coordinator, without addresses; its own lookup of the coordinator keeps its answer.
     startup = json.loads((tmp_path / "worker_2" / "startup.json").read_text())
     assert startup["job"]["names_resolved_by_coordinator"] is True
     by_task = {peer["task"]: peer for peer in startup["peers"]}
-    assert by_task["worker:3"]["addresses"] == [pods[3].ip] and by_task["worker:3"]["tries"] == 0
-    assert by_task["worker:2"]["addresses"] == [pods[2].ip] and by_task["worker:2"]["tries"] == 0
+    assert by_task["worker:3"]["resolved"] is True and by_task["worker:3"]["tries"] == 0
+    assert by_task["worker:3"]["addresses"] == [] and by_task["worker:2"]["addresses"] == []
     assert by_task["worker:0"]["addresses"] == [pods[0].ip] and by_task["worker:0"]["tries"] >= 1
+    # The coordinator's startup.json has every answer it checked.
+    coordinator_startup = json.loads((tmp_path / "worker_0" / "startup.json").read_text())
+    assert [peer["addresses"] for peer in coordinator_startup["peers"]] == [[pod.ip] for pod in pods]
 
 
 def test_without_the_control_channel_every_task_asks_every_name(net, tfboot, tmp_path):
@@ -102,6 +107,7 @@ def test_address_ip_builds_tf_config_from_the_coordinators_verified_table(net, t
         startup = json.loads((tmp_path / f"worker_{i}" / "startup.json").read_text())
         workers = startup["tf_config"]["cluster"]["worker"]
         assert workers == [f"{pod.ip}:2222" for pod in pods], workers
+        assert [peer["addresses"] for peer in startup["peers"]] == [[pod.ip] for pod in pods]
 
 
 def test_a_name_pointing_at_another_pod_is_named_and_every_task_exits_3(net, tfboot, tmp_path):

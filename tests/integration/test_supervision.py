@@ -245,3 +245,26 @@ def test_idle_when_done_keeps_finished_tasks_until_they_are_stopped(net, tfboot,
     assert [proc.wait(timeout=10) for proc in procs] == [0, 0]
     for reader in readers:
         reader.join(timeout=10)
+
+
+def test_a_coordinator_raises_its_descriptor_limit_for_the_job(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    procs = [net.run(pods[0], ["prlimit", "--nofile=40:4096", tfboot, "--", "true"],
+                     env={"TFBOOT_CLUSTER": "worker=3", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "30s"})]
+    procs += [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods[1:]]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    assert "control channel: descriptor limit raised from 40 to 4096 for a job of 3 tasks" in results[0][2]
+
+
+def test_a_coordinator_whose_descriptor_limit_is_too_low_exits_7_before_listening(net, tfboot, tmp_path):
+    pod = job_pods(net, 1)[0]
+    proc = net.run(pod, ["prlimit", "--nofile=1000:1000", tfboot, "--", "true"],
+                   env={"TFBOOT_CLUSTER": "worker=1000", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "0"})
+    [(code, _, err)] = finish_all([proc])
+    assert code == 7, err
+    assert error_lines(err) and error_lines(err)[0].endswith(
+        "the descriptor limit (ulimit -n) is 1000 at most, too low for the coordinator of a job of 1000 tasks "
+        "(1189 needed): raise the container's nofile limit"), err
+    assert "start barrier: waiting" not in err
+    assert not (tmp_path / "worker_0").exists()

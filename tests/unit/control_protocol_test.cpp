@@ -115,10 +115,15 @@ TEST_CASE("control_protocol::fitted_to_the_wire: any abort a coordinator sends i
 
 TEST_CASE("control_protocol::encode and parse_message") {
   SUBCASE("every message survives the wire unchanged") {
-    Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, {{member("chief:0"), "c", "c.svc", {"10.0.0.1", "fd00::1"}}}, true};
+    Start start{true, {"tensorflow: 2.16.1 on worker:0; 2.17.0 on worker:1"}, 1, true, std::vector<std::string>{"10.0.0.1,fd00::1"}};
+    Hello asking = hello_from("worker:2", "job-worker-2");
+    asking.table = true;
+    asking.started_ms_ago = 1500;
     const std::vector<std::pair<Message, Sender>> messages{
         {Challenge{job, std::string(32, 'a'), true}, Sender::coordinator},
         {hello_from("worker:1", "job-worker-1"), Sender::task},
+        {asking, Sender::task},
+        {Start{false, {}, 3, false, std::nullopt}, Sender::coordinator},
         {Accepted{std::string(64, 'f'), {2, 3, {"worker:1"}}}, Sender::coordinator},
         {Refused{"worker:1 is already present"}, Sender::coordinator},
         {Waiting{{1, 3, {"worker:0", "worker:1"}}}, Sender::coordinator},
@@ -164,7 +169,7 @@ TEST_CASE("control_protocol::encode and parse_message") {
         {"no type", "{\"status\":1}", Sender::task, "a message without a 'type'"},
         {"type not a string", "{\"type\":1}", Sender::task, "a message without a 'type'"},
         {"unknown type", "{\"type\":\"reboot\"}", Sender::task, "a message of unknown type 'reboot'"},
-        {"a task may not send start", R"({"type":"start","supervised":true,"environment_differences":[],"members":[]})", Sender::task,
+        {"a task may not send start", R"({"type":"start","supervised":true,"environment_differences":[],"tasks":1})", Sender::task,
          "a 'start' message from a task"},
         {"a coordinator may not send hello", encode(hello_from("worker:0", "w")), Sender::coordinator, "a 'hello' message from a coordinator"},
         {"exit status over 255", R"({"type":"exit","status":256})", Sender::task, "a bad 'exit' message: 'status' is outside 0..255"},
@@ -194,10 +199,12 @@ TEST_CASE("control_protocol::encode and parse_message") {
          Sender::task, "a bad 'hello' message: 'fingerprint' is not an object"},
         {"progress with a negative count", R"({"type":"waiting","progress":{"present":-1,"total":3,"missing":[]}})", Sender::coordinator,
          "a bad 'waiting' message: 'progress' 'present' is outside 0..1000000"},
-        {"start member not an object", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[1]})",
-         Sender::coordinator, "a bad 'start' message: 'members' holds an item that is not an object"},
-        {"start member with a bad task", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"members":[{"task":"x","host":"h","name":"n","addresses":[]}]})",
-         Sender::coordinator, "a bad 'start' message: 'members' holds a bad task: 'task' is not a task such as worker:0"},
+        {"start without the job's size", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false})",
+         Sender::coordinator, "a bad 'start' message: 'tasks' is missing"},
+        {"start with a table of another size", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"tasks":2,"addresses":["10.0.0.1"]})",
+         Sender::coordinator, "a bad 'start' message: 'addresses' does not have one entry per task"},
+        {"start with a table entry that is not text", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"tasks":1,"addresses":[1]})",
+         Sender::coordinator, "a bad 'start' message: 'addresses' holds an item that is not a string of at most 4160 bytes"},
         {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
          "a message over 65536 bytes"},
     };
@@ -207,14 +214,16 @@ TEST_CASE("control_protocol::encode and parse_message") {
     }
   }
 
-  SUBCASE("a coordinator's message may be large (the start's table of tasks)") {
-    Start start{true, {}, {}};
-    for (int i = 0; i < 20000; ++i) start.members.push_back({JobMember{TaskType::worker, i}, "job-worker-" + std::to_string(i), "n", {"10.1.2.3"}});
+  SUBCASE("a coordinator's message may be large (the start's table of addresses, asked for)") {
+    Start start{true, {}, 20000, true, std::vector<std::string>{}};
+    for (int i = 0; i < 20000; ++i) start.addresses->push_back("10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256));
     std::string line = encode(start);
     CHECK(line.size() > max_task_message);
     auto parsed = parse_message(std::string_view(line).substr(0, line.size() - 1), Sender::coordinator);
     REQUIRE_MESSAGE(parsed, error_of(parsed));
-    CHECK(std::get<Start>(*parsed).members.size() == 20000);
+    REQUIRE(std::get<Start>(*parsed).addresses);
+    CHECK(std::get<Start>(*parsed).addresses->size() == 20000);
+    CHECK(std::get<Start>(*parsed).addresses->back() == "10.1.78.31");
   }
 }
 
@@ -258,6 +267,32 @@ TEST_CASE("control_protocol::handshake") {
   }
 }
 
+// A job of N tasks, every one present.
+StartBarrier full_barrier(int tasks) {
+  BarrierSettings settings{job, {}, hello_from("worker:0", "job-worker-0"), EnvCheck::warn, 10s};
+  for (int i = 0; i < tasks; ++i) settings.tasks.push_back(JobMember{TaskType::worker, i});
+  StartBarrier barrier(settings);
+  for (int i = 1; i < tasks; ++i) {
+    const std::string task = "worker:" + std::to_string(i);
+    REQUIRE(barrier.on_hello(static_cast<ConnectionId>(i), hello_from(task, "job-worker-" + std::to_string(i)), "p", t0).accepted);
+  }
+  return barrier;
+}
+
+TEST_CASE("control_protocol::the start's size does not depend on the job's size") {
+  StartBarrier small = full_barrier(10);
+  StartBarrier large = full_barrier(10000);
+  REQUIRE(small.complete());
+  REQUIRE(large.complete());
+  const std::string small_start = encode(std::get<Start>(small.decide(true)));
+  const std::string large_start = encode(std::get<Start>(large.decide(true)));
+  // Only the count differs: "tasks":10 against "tasks":10000.
+  CHECK(large_start.size() - small_start.size() == 3);
+  CHECK(large_start.size() < 200);
+  CHECK(large.progress().present == 10000);
+  CHECK(large.progress().missing.empty());
+}
+
 TEST_CASE("control_protocol::StartBarrier") {
   StartBarrier barrier(barrier_settings());
 
@@ -272,8 +307,11 @@ TEST_CASE("control_protocol::StartBarrier") {
     CHECK(barrier.progress().present == 3);
     CHECK(barrier.present_tasks().size() == 2);
     auto start = std::get<Start>(barrier.decide(true));
-    CHECK(start.members.size() == 3);
-    CHECK(start.members[2].host == "w1");
+    CHECK(start.tasks == 3);
+    CHECK_FALSE(start.addresses);
+    const auto members = barrier.members();
+    REQUIRE(members.size() == 3);
+    CHECK(members[2].host == "w1");
     CHECK(start.environment_differences.empty());
   }
   SUBCASE("refusals name their reason") {

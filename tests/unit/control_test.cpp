@@ -193,11 +193,13 @@ TEST_CASE("control::join_job starts every task once all are present") {
   for (const auto& link : links) {
     CHECK(link->start_info().environment_differences.empty());
     CHECK(link->start_info().coordinator_supervises);
-    REQUIRE(link->start_info().members.size() == 3);
-    CHECK(link->start_info().members[2].task.text() == "worker:1");
-    CHECK(link->start_info().members[2].host == "host-worker");
-    CHECK(link->start_info().members[2].name == "worker:1.job.svc");
+    CHECK(link->start_info().tasks == 3);
   }
+  // The coordinator keeps the table of what each task reported; the tasks did not ask for it.
+  REQUIRE(links.front()->start_info().addresses.size() == 3);
+  CHECK(links.front()->start_info().addresses[2] == std::vector<std::string>{"127.0.0.1"});
+  CHECK(links[1]->start_info().addresses.empty());
+  CHECK(links[2]->start_info().addresses.empty());
 }
 
 // Every task of `job` joins; the coordinator checks the members' names with `verify`.
@@ -209,6 +211,7 @@ std::vector<std::future<JoinResult>> join_all_verified(const Job& job, decltype(
       settings.verify_members = verify;
       settings.record_settle = 50ms;
     }
+    settings.wants_table = task == job.tasks.back();  // as with --address ip
     joins.push_back(join_async(settings));
   }
   return joins;
@@ -216,20 +219,24 @@ std::vector<std::future<JoinResult>> join_all_verified(const Job& job, decltype(
 
 TEST_CASE("control::join_job: the coordinator's check of the names, on a thread while the barrier stays alive") {
   Job job;
-  SUBCASE("the start carries the verified table; heartbeats go on during a check longer than the silence limit") {
+  SUBCASE("the start carries the verified table to the task that asked; heartbeats go on during a check longer than the silence limit") {
     auto verify = [](const std::vector<MemberInfo>& members, Instant) -> Result<std::vector<MemberInfo>> {
       std::this_thread::sleep_for(1500ms);  // peer_silent_after is 800 ms
       auto table = members;
       for (std::size_t i = 0; i < table.size(); ++i) table[i].addresses = {"10.0.0." + std::to_string(i + 1)};
       return table;
     };
-    for (auto& join : join_all_verified(job, verify)) {
-      auto link = join.get();
+    auto joins = join_all_verified(job, verify);
+    for (std::size_t i = 0; i < joins.size(); ++i) {
+      auto link = joins[i].get();
       REQUIRE_MESSAGE(link, error_of(link));
       CHECK((*link)->start_info().names_verified);
-      REQUIRE((*link)->start_info().members.size() == 3);
-      CHECK((*link)->start_info().members[2].addresses == std::vector<std::string>{"10.0.0.3"});
-      CHECK((*link)->start_info().members[2].name == "worker:1.job.svc");
+      if (i == 1) {  // neither the coordinator nor one that asked
+        CHECK((*link)->start_info().addresses.empty());
+        continue;
+      }
+      REQUIRE((*link)->start_info().addresses.size() == 3);
+      CHECK((*link)->start_info().addresses[2] == std::vector<std::string>{"10.0.0.3"});
     }
   }
   SUBCASE("a failed check aborts the start on every task with the DNS code and its message") {
@@ -262,9 +269,18 @@ TEST_CASE("control::join_job: the coordinator's check of the names, on a thread 
     }
   }
   SUBCASE("without a check the table is what the tasks reported, unverified") {
-    for (const auto& link : start_all(job)) {
-      CHECK_FALSE(link->start_info().names_verified);
-      CHECK(link->start_info().members[1].addresses == std::vector<std::string>{"127.0.0.1"});
+    for (const auto& link : start_all(job)) CHECK_FALSE(link->start_info().names_verified);
+    std::vector<std::future<JoinResult>> joins;
+    for (const auto& task : job.tasks) {
+      JobSettings settings = job.settings(task);
+      settings.wants_table = true;
+      joins.push_back(join_async(settings));
+    }
+    for (auto& join : joins) {
+      auto link = join.get();
+      REQUIRE_MESSAGE(link, error_of(link));
+      REQUIRE((*link)->start_info().addresses.size() == 3);
+      CHECK((*link)->start_info().addresses[1] == std::vector<std::string>{"127.0.0.1"});
     }
   }
 }
@@ -401,23 +417,23 @@ TEST_CASE("control::join_job obeys only a coordinator that proved the secret and
 
   SUBCASE("a wrong proof from the coordinator: its start is not obeyed") {
     peer->send_text(encode(Accepted{coordinator_proof("guess", challenge, hello), {}}));
-    peer->send_text(encode(Start{true, {}, {}}));
+    peer->send_text(encode(Start{true, {}, 3, false, std::nullopt}));
     auto result = task.get();
     INFO(error_of(result));
     CHECK(code_of(result) == exit_code::start_barrier_incomplete);
     CHECK(last_refusal(result) == "127.0.0.1:" + std::to_string(job.port) + ": the coordinator's proof of the shared secret is wrong");
   }
-  SUBCASE("a start naming a task outside the cluster is a protocol violation") {
+  SUBCASE("a start for a job of another size is a protocol violation") {
     peer->send_text(encode(Accepted{coordinator_proof("s3cret", challenge, hello), {}}));
-    peer->send_text(encode(Start{true, {}, {{member("worker:9"), "h", "n", {}}}}));
+    peer->send_text(encode(Start{true, {}, 10, false, std::nullopt}));
     auto result = task.get();
     INFO(error_of(result));
     CHECK(code_of(result) == exit_code::start_barrier_incomplete);
-    CHECK(last_refusal(result) == "127.0.0.1:" + std::to_string(job.port) + ": protocol violation: the start names worker:9, not a task of this job");
+    CHECK(last_refusal(result) == "127.0.0.1:" + std::to_string(job.port) + ": protocol violation: the start counts 10 tasks, this job has 3");
   }
   SUBCASE("with the right proof the start is obeyed") {
     peer->send_text(encode(Accepted{coordinator_proof("s3cret", challenge, hello), {}}));
-    peer->send_text(encode(Start{true, {"tensorflow: x"}, {{member("worker:1"), "h", "n", {}}}}));
+    peer->send_text(encode(Start{true, {"tensorflow: x"}, 3, false, std::nullopt}));
     auto result = task.get();
     REQUIRE_MESSAGE(result, error_of(result));
     CHECK((*result)->start_info().environment_differences == std::vector<std::string>{"tensorflow: x"});

@@ -249,6 +249,16 @@ TEST_CASE("fingerprint::compare_fingerprints") {
     CHECK(compare_fingerprints({{"worker:0", with("2.16.1", "535.104.05")}, {"worker:1", with("2.16.1", "550.54.15")}}) ==
           std::vector<std::string>{"nvidia_driver: 535.104.05 on worker:0; 550.54.15 on worker:1"});
   }
+  SUBCASE("a line stays short however many tasks differ: 8 values, 16 runs each, then counts") {
+    std::vector<std::pair<std::string, Fingerprint>> tasks;
+    for (int i = 0; i < 10000; ++i) tasks.emplace_back("worker:" + std::to_string(i), with(i % 2 ? "2.16.1" : "2.17." + std::to_string(i % 20)));
+    const auto lines = compare_fingerprints(tasks);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].starts_with("tensorflow: 2.17.0 on worker:0,worker:20,worker:40,"));
+    CHECK(lines[0].find("worker:300 and 484 more; 2.16.1 on worker:1,worker:3,") != std::string::npos);
+    CHECK(lines[0].ends_with("; 3 other values on 1500 tasks"));
+    CHECK(lines[0].size() < 2000);
+  }
   SUBCASE("TensorFlow absent on one task is a difference") {
     CHECK(compare_fingerprints({{"worker:0", with("2.16.1")}, {"worker:1", with("absent")}}) ==
           std::vector<std::string>{"tensorflow: 2.16.1 on worker:0; absent on worker:1"});

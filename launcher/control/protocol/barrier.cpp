@@ -2,26 +2,50 @@
 #include "control/protocol/barrier.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace tfboot {
 
 StartBarrier::StartBarrier(BarrierSettings settings) : settings_(std::move(settings)) {
-  for (const auto& task : settings_.tasks) slots_.push_back(Slot{.task = task});
+  for (const auto& task : settings_.tasks) {
+    if (!slot_by_task_.emplace(task, slots_.size()).second) continue;  // a task listed twice is one slot
+    missing_.insert(missing_.end(), slots_.size());
+    slots_.push_back(Slot{.task = task});
+  }
   if (Slot* own = slot_of(settings_.own.task)) {
     own->hello = settings_.own;
-    own->connection = 0;  // never a real connection id: the coordinator is present by itself
+    take(*own, 0);  // never a real connection id: the coordinator is present by itself
     own->ever_connected = true;
   }
 }
 
 StartBarrier::Slot* StartBarrier::slot_of(const JobMember& task) {
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& slot) { return slot.task == task; });
-  return it == slots_.end() ? nullptr : &*it;
+  auto it = slot_by_task_.find(task);
+  return it == slot_by_task_.end() ? nullptr : &slots_[it->second];
 }
 
 StartBarrier::Slot* StartBarrier::slot_of(ConnectionId connection) {
-  auto it = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& slot) { return slot.connection == connection; });
-  return it == slots_.end() || connection == 0 ? nullptr : &*it;
+  return const_cast<Slot*>(std::as_const(*this).slot_of(connection));
+}
+
+const StartBarrier::Slot* StartBarrier::slot_of(ConnectionId connection) const {
+  auto it = connection == 0 ? slot_by_connection_.end() : slot_by_connection_.find(connection);
+  return it == slot_by_connection_.end() ? nullptr : &slots_[it->second];
+}
+
+void StartBarrier::take(Slot& slot, ConnectionId connection) {
+  const std::size_t position = static_cast<std::size_t>(&slot - slots_.data());
+  if (slot.connection) slot_by_connection_.erase(*slot.connection);
+  slot.connection = connection;
+  slot_by_connection_[connection] = position;
+  missing_.erase(position);
+}
+
+void StartBarrier::leave(Slot& slot) {
+  if (!slot.connection) return;
+  slot_by_connection_.erase(*slot.connection);
+  slot.connection.reset();
+  missing_.insert(static_cast<std::size_t>(&slot - slots_.data()));
 }
 
 HelloVerdict StartBarrier::on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now) {
@@ -43,7 +67,8 @@ HelloVerdict StartBarrier::on_hello(ConnectionId connection, const Hello& hello,
     }
     verdict.replaced = slot->connection;  // a reconnect of the same tfboot, or a restarted one after a dead one
   }
-  slot->connection = connection;
+  take(*slot, connection);
+  latest_task_start_ = std::max(latest_task_start_, now - std::chrono::milliseconds(hello.started_ms_ago));
   slot->hello = hello;
   slot->peer = std::string(peer);
   slot->last_heard = now;
@@ -58,7 +83,7 @@ void StartBarrier::on_heard(ConnectionId connection, Instant now) {
 
 void StartBarrier::on_closed(ConnectionId connection, const std::string& why) {
   if (Slot* slot = slot_of(connection)) {
-    slot->connection.reset();
+    leave(*slot);
     slot->last_error = why;
   }
 }
@@ -77,18 +102,18 @@ std::vector<ConnectionId> StartBarrier::silent(Instant now) const {
   return connections;
 }
 
-bool StartBarrier::complete() const {
-  return std::all_of(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.connection.has_value(); });
-}
-
 BarrierProgress StartBarrier::progress() const {
   constexpr std::size_t shown = 5;  // enough to act on; the coordinator's log names them all
-  BarrierProgress progress{0, static_cast<int>(slots_.size()), {}};
-  for (const auto& slot : slots_) {
-    if (slot.connection) ++progress.present;
-    else if (progress.missing.size() < shown) progress.missing.push_back(slot.task.text());
+  BarrierProgress progress{static_cast<int>(slots_.size() - missing_.size()), static_cast<int>(slots_.size()), {}};
+  for (auto it = missing_.begin(); it != missing_.end() && progress.missing.size() < shown; ++it) {
+    progress.missing.push_back(slots_[*it].task.text());
   }
   return progress;
+}
+
+bool StartBarrier::wants_table(ConnectionId connection) const {
+  const Slot* slot = slot_of(connection);
+  return slot && slot->hello.table;
 }
 
 std::vector<std::string> StartBarrier::environment_differences() const {
@@ -100,30 +125,35 @@ std::vector<std::string> StartBarrier::environment_differences() const {
 }
 
 std::variant<Start, Abort> StartBarrier::decide(bool supervised) const {
-  Start start{supervised, {}, {}};
+  Start start{supervised, {}, static_cast<int>(slots_.size()), false, std::nullopt};
   if (settings_.env_check != EnvCheck::off) start.environment_differences = environment_differences();
   if (settings_.env_check == EnvCheck::fail && !start.environment_differences.empty()) {
     std::string message = "environment check failed (--env-check fail): ";
     for (std::size_t i = 0; i < start.environment_differences.size(); ++i) message += (i ? " | " : "") + start.environment_differences[i];
     return Abort{exit_code::environment_mismatch, message};
   }
-  for (const auto& slot : slots_) start.members.push_back({slot.task, slot.hello.host, slot.hello.name, slot.hello.addresses});
   return start;
+}
+
+std::vector<MemberInfo> StartBarrier::members() const {
+  std::vector<MemberInfo> members;
+  members.reserve(slots_.size());
+  for (const auto& slot : slots_) members.push_back({slot.task, slot.hello.host, slot.hello.name, slot.hello.addresses});
+  return members;
 }
 
 std::string StartBarrier::missing_report(std::size_t at_most) const {
   std::string report;
   std::size_t listed = 0;
-  std::size_t missing = 0;
-  for (const auto& slot : slots_) {
-    if (slot.connection) continue;
-    if (++missing > at_most) continue;
+  for (std::size_t position : missing_) {
+    if (listed == at_most) break;
     ++listed;
+    const Slot& slot = slots_[position];
     std::string detail = slot.ever_connected ? "host '" + slot.hello.host + "'" : "never said hello";
     if (!slot.last_error.empty()) detail += ": " + slot.last_error;
     report += (report.empty() ? "" : ", ") + slot.task.text() + " (" + detail + ")";
   }
-  if (missing > listed) report += " and " + std::to_string(missing - listed) + " more";
+  if (missing_.size() > listed) report += " and " + std::to_string(missing_.size() - listed) + " more";
   return report;
 }
 

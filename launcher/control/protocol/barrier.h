@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -46,15 +49,22 @@ class StartBarrier {
   // Connections of present tasks that have been silent longer than peer_silent_after.
   std::vector<ConnectionId> silent(Instant now) const;
 
-  bool complete() const;
+  bool complete() const { return missing_.empty(); }
   BarrierProgress progress() const;
   // Once complete: Start for every task, or Abort with environment_mismatch when the
   // environment check is `fail` and fingerprints differ.
   std::variant<Start, Abort> decide(bool supervised) const;
+  // Every task's entry in cluster order, as its hello said: what the name check compares.
+  std::vector<MemberInfo> members() const;
+  // The latest start of a present task's tfboot, as their hellos tell (a hello received at `now`
+  // that says 300 ms: now - 300 ms).
+  Instant latest_task_start() const { return latest_task_start_; }
   std::vector<std::string> environment_differences() const;
   // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;
+  // Whether the task on `connection` asked for the table of addresses with the start.
+  bool wants_table(ConnectionId connection) const;
   // The connection of each present task other than the coordinator, and whether it stays.
   struct Present {
     JobMember task;
@@ -75,9 +85,18 @@ class StartBarrier {
   };
   Slot* slot_of(const JobMember& task);
   Slot* slot_of(ConnectionId connection);
+  const Slot* slot_of(ConnectionId connection) const;
+  void take(Slot& slot, ConnectionId connection);
+  void leave(Slot& slot);
 
+  // Every lookup is by index, so that a job of thousands of tasks costs a constant per hello,
+  // heartbeat and progress line, never a pass over every task.
   BarrierSettings settings_;
   std::vector<Slot> slots_;
+  std::map<JobMember, std::size_t> slot_by_task_;
+  std::unordered_map<ConnectionId, std::size_t> slot_by_connection_;
+  std::set<std::size_t> missing_;  // slots without a connection, in cluster order
+  Instant latest_task_start_{};
 };
 
 }  // namespace tfboot

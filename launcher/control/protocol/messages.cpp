@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,8 @@ struct Encoder {
     out["fingerprint"] = ordered_json::parse(to_json(m.fingerprint));
     out["nonce"] = m.nonce;
     out["proof"] = m.proof;
+    if (m.table) out["table"] = true;
+    out["started_ms_ago"] = m.started_ms_ago;
   }
   void operator()(const Accepted& m) {
     out["proof"] = m.proof;
@@ -88,11 +91,8 @@ struct Encoder {
     out["supervised"] = m.supervised;
     out["names_verified"] = m.names_verified;
     out["environment_differences"] = m.environment_differences;
-    ordered_json members = ordered_json::array();
-    for (const auto& member : m.members) {
-      members.push_back({{"task", member.task.text()}, {"host", member.host}, {"name", member.name}, {"addresses", member.addresses}});
-    }
-    out["members"] = std::move(members);
+    out["tasks"] = m.tasks;
+    if (m.addresses) out["addresses"] = *m.addresses;
   }
   void operator()(const Abort& m) {
     out["code"] = m.code;
@@ -136,7 +136,8 @@ constexpr std::size_t max_addresses = 64;
 constexpr std::size_t max_address = 64;
 constexpr std::size_t max_listed = 64;
 constexpr std::size_t max_listed_line = 65536;
-constexpr std::size_t max_members = 1'000'000;
+constexpr int max_tasks = 1'000'000;
+constexpr std::size_t max_table_entry = max_addresses * (max_address + 1);
 
 // Reads the fields of one message; the first problem is kept and turns the result into an error.
 class Fields {
@@ -162,6 +163,8 @@ class Fields {
   std::string optional_text(const char* key, std::size_t max_length) {
     return object_.contains(key) ? text(key, max_length) : "";
   }
+  bool optional_flag(const char* key) { return object_.contains(key) && flag(key); }
+  std::int64_t optional_integer(const char* key, int min, int max) { return object_.contains(key) ? integer(key, min, max) : 0; }
 
   // Lowercase hex of `min`..`max` characters (nonces, proofs, instance ids).
   std::string hex(const char* key, std::size_t min, std::size_t max) {
@@ -220,6 +223,8 @@ class Fields {
     return progress;
   }
 
+  bool has(const char* key) const { return object_.contains(key); }
+
   const json* reject(const char* key, const std::string& what) {
     if (!problem) problem = std::string("'") + key + "' " + what;
     return nullptr;
@@ -247,6 +252,8 @@ Message parse_hello(Fields& f) {
   }
   hello.nonce = f.hex("nonce", 0, 64);
   hello.proof = f.hex("proof", 0, 64);
+  hello.table = f.optional_flag("table");
+  hello.started_ms_ago = f.optional_integer("started_ms_ago", 0, std::numeric_limits<int>::max());
   return hello;
 }
 
@@ -255,15 +262,10 @@ Message parse_start(Fields& f) {
   start.supervised = f.flag("supervised");
   start.names_verified = f.flag("names_verified");
   start.environment_differences = f.texts("environment_differences", max_listed, max_listed_line);
-  const json* members = f.find("members", &json::is_array, "a list");
-  if (!members) return start;
-  if (members->size() > max_members) return f.reject("members", "has too many items"), start;
-  for (const auto& item : *members) {
-    if (!item.is_object()) return f.reject("members", "holds an item that is not an object"), start;
-    Fields m(item);
-    MemberInfo info{m.member("task"), m.text("host", max_name), m.text("name", max_name), m.texts("addresses", max_addresses, max_address)};
-    if (m.problem) return f.reject("members", "holds a bad task: " + *m.problem), start;
-    start.members.push_back(std::move(info));
+  start.tasks = f.integer("tasks", 1, max_tasks);
+  if (!f.problem && f.has("addresses")) start.addresses = f.texts("addresses", static_cast<std::size_t>(start.tasks), max_table_entry);
+  if (!f.problem && start.addresses && start.addresses->size() != static_cast<std::size_t>(start.tasks)) {
+    f.reject("addresses", "does not have one entry per task");
   }
   return start;
 }

@@ -3,14 +3,16 @@
 //
 // One message is one line of compact JSON, {"type":"hello",...}. A connection goes:
 //   coordinator: challenge{job, nonce, secret}   (first, so a task learns early that it is misconfigured)
-//   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof}
+//   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof,
+//                      table, started_ms_ago}
 //   coordinator: accepted{proof, progress} | refused{reason}
-//   coordinator: waiting{progress} every heartbeat until start{...} | abort{code, message}
+//   coordinator: waiting{progress} every heartbeat until start{tasks, ...} | abort{code, message}
 //                (with names verified, the coordinator resolves every name between the two)
 //   after start: ping both ways; task: exit{status, detail}; coordinator: done{} | stop{task, status, message}
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,7 +36,8 @@ struct JobMember {
 // "worker:2" exactly as text() writes it; the wire has one spelling ("master:0" is refused).
 std::optional<JobMember> parse_member(std::string_view text);
 
-// A task says little; the coordinator's start will carry a table of every task's addresses.
+// A task says little; the coordinator's start carries a table of every task's addresses to the
+// tasks that ask for it.
 inline constexpr std::size_t max_task_message = 64 * 1024;
 inline constexpr std::size_t max_coordinator_message = 8 * 1024 * 1024;
 // A message that breaks the protocol closes its connection; this code never becomes an exit status.
@@ -79,6 +82,9 @@ struct Hello {
   Fingerprint fingerprint;
   std::string nonce;  // with a secret only
   std::string proof;
+  bool table = false;  // wants every task's addresses with the start (--address ip)
+  // How long this tfboot has run: its pod's DNS record may lag the pod's start, not this hello.
+  std::int64_t started_ms_ago = 0;
 };
 struct Accepted {
   std::string proof;  // with a secret only: the coordinator's proof
@@ -97,13 +103,17 @@ struct MemberInfo {
   std::vector<std::string> addresses;
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
+// The same bytes go to every task (encoded once): what a task needs, never one entry per task
+// unless the task asked for the table.
 struct Start {
   bool supervised = false;  // the coordinator keeps watching the job after the start
   std::vector<std::string> environment_differences;
-  std::vector<MemberInfo> members;  // every task, in cluster order
-  // The coordinator resolved every member's name and found it pointing at its task; `addresses`
-  // are then the DNS answers (else what each task reported).
+  int tasks = 0;  // the job's size, as the coordinator counted it
+  // The coordinator resolved every task's name and found it pointing at its task.
   bool names_verified = false;
+  // Only for a task that asked (Hello::table): every task's addresses in cluster order, each entry
+  // its addresses joined by ',' (the DNS answers when names_verified, else what the task reported).
+  std::optional<std::vector<std::string>> addresses;
 };
 struct Abort {
   int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved

@@ -19,7 +19,10 @@ std::string describe_status(int status) {
 JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
                        bool every_task_must_finish)
     : self_(self), silent_after_(silent_after), every_task_must_finish_(every_task_must_finish) {
-  for (const auto& task : tasks) tasks_.emplace(task.task, State{task.supervised, false, false, now});
+  for (const auto& task : tasks) {
+    if (tasks_.emplace(task.task, State{task.supervised, false, false, now}).second && task.supervised) ++running_;
+  }
+  if (running_ > 0) next_deadline_ = now + silent_after_;
 }
 
 JobDecision JobMonitor::fail(const JobMember& task, int status, const std::string& message) {
@@ -34,8 +37,9 @@ JobDecision JobMonitor::on_message(const JobMember& from, const Message& message
   if (it == tasks_.end()) return {};
   it->second.last_heard = now;
   const Exit* exit = std::get_if<Exit>(&message);
-  if (!exit) return {};
+  if (!exit || it->second.exited) return {};
   it->second.exited = true;
+  if (it->second.supervised) --running_;
   // A task other than the coordinator finishing is normal (an evaluator, a worker done early).
   if (exit->status == 0) return own_done_ ? done_if_every_task_is() : JobDecision{};
   return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status) +
@@ -51,13 +55,19 @@ JobDecision JobMonitor::on_closed(const JobMember& from, const std::string& why,
 }
 
 JobDecision JobMonitor::on_tick(Instant now) {
+  if (decided_ || now < next_deadline_) return {};
+  next_deadline_ = Instant::max();
+  JobDecision decision;
   for (auto& [task, state] : tasks_) {
-    if (state.gone || state.exited || !state.supervised || now - state.last_heard <= silent_after_) continue;
+    if (!watched_for_silence(state)) continue;
+    if (now - state.last_heard <= silent_after_) {
+      next_deadline_ = std::min(next_deadline_, state.last_heard + silent_after_);
+      continue;
+    }
     state.gone = true;
-    auto decision = fail(task, -1, task.text() + " was lost: silent for " + seconds_text(now - state.last_heard));
-    if (!decision.events.empty()) return decision;
+    if (decision.events.empty()) decision = fail(task, -1, task.text() + " was lost: silent for " + seconds_text(now - state.last_heard));
   }
-  return {};
+  return decision;
 }
 
 JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
@@ -73,21 +83,12 @@ JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
 
 // Exec-mode tasks cannot say when they end: only supervised ones are waited for.
 JobDecision JobMonitor::done_if_every_task_is() {
-  for (const auto& [task, state] : tasks_) {
-    if (state.supervised && !state.exited) return {};
-  }
+  if (running_ > 0) return {};
   decided_ = true;
   return {{JobEvent{JobEventKind::job_done, "every task", 0, ""}}, Done{}};
 }
 
-Instant JobMonitor::next_deadline() const {
-  Instant next = Instant::max();
-  if (decided_) return next;
-  for (const auto& [task, state] : tasks_) {
-    if (!state.gone && !state.exited && state.supervised) next = std::min(next, state.last_heard + silent_after_);
-  }
-  return next;
-}
+Instant JobMonitor::next_deadline() const { return decided_ ? Instant::max() : next_deadline_; }
 
 CoordinatorWatch::CoordinatorWatch(JobMember coordinator, bool active, std::chrono::milliseconds silent_after, Instant now)
     : coordinator_(coordinator), active_(active), silent_after_(silent_after), last_heard_(now) {}

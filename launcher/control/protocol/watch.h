@@ -55,10 +55,15 @@ class JobMonitor {
   };
   JobDecision fail(const JobMember& task, int status, const std::string& message);
   JobDecision done_if_every_task_is();
+  bool watched_for_silence(const State& state) const { return !state.gone && !state.exited && state.supervised; }
 
   JobMember self_;
   std::chrono::milliseconds silent_after_;
   std::map<JobMember, State> tasks_;
+  // Heartbeats move every deadline forward, so the earliest one is only looked for when the one
+  // last found is due: a look at every task every few seconds, not at every message.
+  Instant next_deadline_ = Instant::max();
+  std::size_t running_ = 0;  // supervised tasks that have not exited
   bool decided_ = false;
   bool every_task_must_finish_ = false;
   bool own_done_ = false;

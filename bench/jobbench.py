@@ -15,8 +15,10 @@ started, exit 0):
 * cost: dnsperf from a pod, names that exist (answered from the zone, then the cache) and names
   that do not (each NXDOMAIN once): the server's CPU time per query.
 
-Then, in the same run, torchbench.py's PyTorch start-up under tfboot and under torchrun (its own
-network on dnsmasq; torch_results.md), or a line saying why it was skipped.
+Before them, scalebench.py's start barrier at scale (P tasks in one namespace, no DNS server;
+scale_results.md) at ``--scale-sizes``; after them, in the same run, torchbench.py's PyTorch
+start-up under tfboot and under torchrun (its own network on dnsmasq; torch_results.md), or a line
+saying why it was skipped.
 
 Nothing here knows how many queries tfboot should send: the figures are what the binary did.
 jobreport.py renders them, extrapolates to 1,000 and 10,000 pods and plots queries against P.
@@ -384,6 +386,8 @@ def main(argv=None) -> int:
     ap.add_argument("--late-publish", default="at-start,before",
                     help="when the late pod's record is published: at-start, before (served before it starts)")
     ap.add_argument("--cost-queries", type=int, default=20000, help="dnsperf queries per kind (0: skip)")
+    ap.add_argument("--scale-sizes", help="tasks per job of scalebench.py's start barrier at scale, run first "
+                                          "(default: scalebench.py's sizes; empty: skip it)")
     ap.add_argument("--torch-sizes", default="2,4", help="pods per job in the PyTorch comparison (empty: skip it)")
     ap.add_argument("--torch-reps", type=int, default=3, help="repetitions of each PyTorch job")
     ap.add_argument("--torch-late-p", type=int, default=4, help="pods in the late-master PyTorch job (0: skip it)")
@@ -429,6 +433,16 @@ def main(argv=None) -> int:
     if "coredns" in servers and missing_reason():
         log(f"jobbench: {missing_reason()}")
         return 2
+    if args.scale_sizes != "":
+        # A process of its own (it imports this module), which bounds and tears down each of its
+        # jobs; a bad --scale-sizes stops the run here, before the long part.
+        log("== the start barrier at scale (scalebench.py)")
+        sizes = ["--sizes", args.scale_sizes] if args.scale_sizes else []
+        scale = subprocess.run([sys.executable, os.path.join(HERE, "scalebench.py"), *sizes, "--tfboot", args.tfboot,
+                                "--out", args.out])
+        if scale.returncode != 0:
+            log(f"jobbench: scalebench.py exited {scale.returncode}; --scale-sizes '' skips it")
+            return scale.returncode
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, ".gitignore"), "w") as f:
         f.write("# benchmark output (scripts/bench), not sources\n*\n")

@@ -2,6 +2,9 @@
 // and heartbeats to the StartBarrier, and sends its verdict to every task.
 #include "control/join_sides.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <future>
 #include <system_error>
@@ -63,6 +66,7 @@ class CoordinatorBarrier {
   }
 
   Result<std::unique_ptr<JobLink>> run() {
+    if (verified_) events_.watch(verified_.get(), verified_key, POLLIN);
     log::info("start barrier: waiting for {} on control port {}", counted(settings_.tasks.size() - 1, "task"), settings_.port);
     while (true) {
       Instant now = SteadyClock::now();
@@ -89,7 +93,7 @@ class CoordinatorBarrier {
 
   Result<void> wait_once() {
     Instant until = std::min({deadline_, next_heartbeat_, next_progress_, next_sweep_});
-    if (verification_) until = std::min(until, SteadyClock::now() + verification_poll);
+    if (verification_ && !verified_) until = std::min(until, SteadyClock::now() + std::chrono::milliseconds(20));  // no eventfd: look
     if (settings_.verify_members && barrier_.complete()) until = std::min(until, settle_until());
     auto ready = events_.wait(until);
     if (!ready) return std::unexpected(ready.error());
@@ -99,6 +103,7 @@ class CoordinatorBarrier {
         accept_connections(now);
         continue;
       }
+      if (key == verified_key) continue;  // run() takes the verdict
       auto it = connections_.find(key);
       if (it == connections_.end()) continue;
       if (revents & POLLOUT) it->second.channel.flush();
@@ -235,8 +240,15 @@ class CoordinatorBarrier {
   void begin_verification() {
     log::info("start barrier: all {} tasks present; resolving their names once", settings_.tasks.size());
     pending_members_ = barrier_.members();
+    // The thread rings `verified_` when done, which wakes this loop: no polling for the verdict.
+    auto check = [this, members = pending_members_, deadline = deadline_] {
+      auto verdict = settings_.verify_members(members, deadline);
+      const std::uint64_t one = 1;
+      if (verified_ && ::write(verified_.get(), &one, sizeof one) < 0) log::debug("start barrier: {}", errno_text("eventfd", errno));
+      return verdict;
+    };
     try {
-      verification_ = std::async(std::launch::async, settings_.verify_members, pending_members_, deadline_);
+      verification_ = std::async(std::launch::async, std::move(check));
     } catch (const std::system_error& error) {  // no thread to spare: checked here, the heartbeats paused
       log::warn("start barrier: no thread for the name check ({}); checking on this one", error.what());
       std::promise<Result<std::vector<MemberInfo>>> done;
@@ -250,6 +262,8 @@ class CoordinatorBarrier {
   std::optional<std::variant<Start, Abort>> take_verification() {
     auto verified = verification_->get();
     verification_.reset();
+    std::uint64_t rung = 0;
+    if (verified_ && ::read(verified_.get(), &rung, sizeof rung) < 0) log::debug("start barrier: {}", errno_text("eventfd", errno));
     if (!barrier_.complete()) {
       log::info("start barrier: a task left while the names were resolved; checking again once all are present");
       return std::nullopt;
@@ -289,8 +303,7 @@ class CoordinatorBarrier {
 
   Result<std::unique_ptr<JobLink>> start(std::variant<Start, Abort> decision);
 
-  // How often the loop looks whether the names are checked.
-  static constexpr std::chrono::milliseconds verification_poll{20};
+  static constexpr std::uint64_t verified_key = ~std::uint64_t{0};  // connection ids count up from 1
   // How often every connection is looked at for a silence or a missing hello.
   static constexpr std::chrono::milliseconds sweep_every{250};
   const JobSettings& settings_;
@@ -306,6 +319,9 @@ class CoordinatorBarrier {
   Instant next_heartbeat_;
   Instant next_progress_;
   Instant next_sweep_;
+  // Rung by the name check's thread when it is done; read when its verdict is taken. Declared
+  // before the future, so that it outlives a thread still running when the barrier ends.
+  UniqueFd verified_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::optional<std::future<Result<std::vector<MemberInfo>>>> verification_;
   std::vector<MemberInfo> pending_members_;  // what the running verification checks; then its answers
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -15,16 +16,25 @@ std::unexpected<Error> too_many(const Setting& setting, std::string_view what) {
   return usage_error(quoted(setting) + " gives more than " + std::to_string(max_slurm_hosts) + " " + std::string(what));
 }
 
-// Decimal digits only, leading zeros allowed (they set a range's width); at most 9 digits.
-std::optional<unsigned long> parse_number(std::string_view text) {
-  if (text.empty() || text.size() > 9) return std::nullopt;
-  unsigned long value = 0;
+// A host is a DNS name; the bound also keeps a zero padding of thousands of digits from costing
+// gigabytes before the names are checked.
+constexpr std::size_t max_host_name_length = 253;
+
+std::unexpected<Error> too_long(const Setting& setting) {
+  return usage_error(quoted(setting) + " gives a host name longer than " + std::to_string(max_host_name_length) + " characters");
+}
+
+// Decimal digits only, leading zeros allowed (they set a range's width), up to 2^64-1 as libslurm
+// reads them (it reads a larger number as 2^64-1, which here is an error instead).
+std::optional<std::uint64_t> parse_number(std::string_view text) {
+  if (text.empty()) return std::nullopt;
+  std::uint64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc{} || end != text.data() + text.size()) return std::nullopt;
   return value;
 }
 
-std::string zero_padded(unsigned long number, std::size_t width) {
+std::string zero_padded(std::uint64_t number, std::size_t width) {
   std::string text = std::to_string(number);
   if (text.size() < width) text.insert(0, width - text.size(), '0');
   return text;
@@ -45,45 +55,88 @@ Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const 
                          "', which is not a number or a range <first>-<last>");
     }
     if (*last < *first) return usage_error(quoted(setting) + ": range '" + std::string(range) + "' runs backwards");
+    if (first_text.size() > max_host_name_length || last_text.size() > max_host_name_length) return too_long(setting);
     if (*last - *first >= max_slurm_hosts - numbers.size()) return too_many(setting, "hosts");
-    for (unsigned long number = *first; number <= *last; ++number) numbers.push_back(zero_padded(number, first_text.size()));
+    for (std::uint64_t offset = 0; offset <= *last - *first; ++offset) {
+      numbers.push_back(zero_padded(*first + offset, first_text.size()));
+    }
   }
   return numbers;
 }
 
-// Appends one name's hosts: its brackets expanded, the first bracket varying slowest.
-Result<void> expand_name(std::string_view name, const Setting& setting, std::vector<std::string>& hosts) {
-  std::vector<std::string> expanded{""};
+// One name cut at its brackets: texts[i] comes before bracket i, texts.back() ends the name.
+struct BracketedName {
+  std::vector<std::string_view> texts;
+  std::vector<std::vector<std::string>> numbers;  // one list per bracket
+};
+
+Result<BracketedName> parse_name(std::string_view name, const Setting& setting) {
+  BracketedName parsed;
   std::size_t i = 0;
-  while (i < name.size()) {
-    if (name[i] == ']') return usage_error(quoted(setting) + ": ']' without '['");
-    if (name[i] != '[') {
-      std::size_t next = std::min(name.find_first_of("[]", i), name.size());
-      for (auto& host : expanded) host += name.substr(i, next - i);
-      i = next;
-      continue;
-    }
-    std::size_t close = name.find(']', i);
+  while (true) {
+    std::size_t open = name.find_first_of("[]", i);
+    parsed.texts.push_back(name.substr(i, open == std::string_view::npos ? std::string_view::npos : open - i));
+    if (open == std::string_view::npos) break;
+    if (name[open] == ']') return usage_error(quoted(setting) + ": ']' without '['");
+    std::size_t close = name.find(']', open);
     if (close == std::string_view::npos) return usage_error(quoted(setting) + ": '[' without ']'");
-    std::string_view inside = name.substr(i + 1, close - i - 1);
+    std::string_view inside = name.substr(open + 1, close - open - 1);
     if (inside.find('[') != std::string_view::npos) return usage_error(quoted(setting) + ": '[' inside brackets");
     auto numbers = bracket_numbers(inside, setting);
     if (!numbers) return std::unexpected(numbers.error());
-    if (expanded.size() * numbers->size() > max_slurm_hosts - hosts.size()) return too_many(setting, "hosts");
-    std::vector<std::string> longer;
-    longer.reserve(expanded.size() * numbers->size());
-    for (const auto& host : expanded) {
-      for (const auto& number : *numbers) longer.push_back(host + number);
-    }
-    expanded = std::move(longer);
+    parsed.numbers.push_back(std::move(*numbers));
     i = close + 1;
   }
-  if (expanded.size() > max_slurm_hosts - hosts.size()) return too_many(setting, "hosts");
-  hosts.insert(hosts.end(), expanded.begin(), expanded.end());
+  // libslurm ends a bracketed name at its last bracket ("gpu[1-2]-ib" is an invalid hostlist there),
+  // and Slurm only ever compresses a name's trailing number.
+  if (!parsed.numbers.empty() && !parsed.texts.back().empty()) {
+    return usage_error(quoted(setting) + ": '" + std::string(name) + "' goes on after its last ']', which Slurm's lists never do");
+  }
+  return parsed;
+}
+
+// Appends one name's hosts in libslurm's order (hostlist.c, _push_range_list): the last bracket
+// varies fastest; the brackets before it are expanded from the one nearest to it outwards, each
+// value of it holding the others' expansion, so among them the first varies fastest and the one
+// before the last slowest. "row[0,1]_rack[2-3]_blade[4,5]": row0_rack2_blade4, row0_rack2_blade5,
+// row1_rack2_blade4, row1_rack2_blade5, row0_rack3_blade4, ...
+Result<void> expand_name(std::string_view name, const Setting& setting, std::vector<std::string>& hosts) {
+  auto parsed = parse_name(name, setting);
+  if (!parsed) return std::unexpected(parsed.error());
+  const auto& numbers = parsed->numbers;
+  const std::size_t brackets = numbers.size();
+  std::size_t count = 1;
+  for (const auto& bracket : numbers) {
+    if (count > (max_slurm_hosts - hosts.size()) / bracket.size()) return too_many(setting, "hosts");
+    count *= bracket.size();
+  }
+  if (count > max_slurm_hosts - hosts.size()) return too_many(setting, "hosts");
+
+  // An odometer over the brackets' values, advanced in libslurm's order: the last bracket first,
+  // then the first, the second, ... up to the one before the last.
+  std::vector<std::size_t> advance_order;
+  if (brackets > 0) advance_order.push_back(brackets - 1);
+  for (std::size_t b = 0; b + 1 < brackets; ++b) advance_order.push_back(b);
+  std::vector<std::size_t> choice(brackets, 0);
+  for (std::size_t n = 0; n < count; ++n) {
+    std::string host;
+    for (std::size_t b = 0; b < brackets; ++b) {
+      host += parsed->texts[b];
+      host += numbers[b][choice[b]];
+    }
+    host += parsed->texts.back();
+    if (host.size() > max_host_name_length) return too_long(setting);
+    hosts.push_back(std::move(host));
+    for (std::size_t b : advance_order) {
+      if (++choice[b] < numbers[b].size()) break;
+      choice[b] = 0;
+    }
+  }
   return {};
 }
 
-bool is_separator(char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n'; }
+// libslurm's separators (hostlist_create: "\t, "); a run of them counts as one.
+bool is_separator(char c) { return c == ',' || c == ' ' || c == '\t'; }
 
 }  // namespace
 
@@ -93,7 +146,7 @@ Result<std::vector<std::string>> expand_hostlist(const Setting& setting) {
   std::size_t i = 0;
   while (i < text.size()) {
     if (is_separator(text[i])) {
-      ++i;  // Slurm reads a run of separators as one
+      ++i;
       continue;
     }
     // A name runs to the next separator outside brackets.

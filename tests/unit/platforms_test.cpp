@@ -147,6 +147,15 @@ TEST_CASE("platforms::job_from_slurm") {
          "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
         {"SLURM_LOCALID and SLURMD_NODENAME that agree", {{}, with(srun_task("1"), {{"SLURM_LOCALID", "1"}, {"SLURMD_NODENAME", "gpu07"}})},
          "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
+        {"cyclic distribution: one task per node in turn, a node with fewer tasks leaving the later rounds",
+         {{}, with(srun_task("1"), {{"SLURM_DISTRIBUTION", "cyclic"}, {"SLURM_LOCALID", "0"}, {"SLURMD_NODENAME", "gpu08"}})},
+         "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu08:2222 cpu1:2222 gpu07:2223"},
+        {"cyclic distribution, a node's second task",
+         {{}, with(srun_task("3"), {{"SLURM_DISTRIBUTION", "cyclic:block"}, {"SLURM_LOCALID", "1"}, {"SLURMD_NODENAME", "gpu07"}})},
+         "worker:3 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu08:2222 cpu1:2222 gpu07:2223"},
+        {"block across nodes, whatever the distribution within a node",
+         {{}, with(srun_task("1"), {{"SLURM_DISTRIBUTION", "block:cyclic,Pack"}, {"SLURM_LOCALID", "1"}, {"SLURMD_NODENAME", "gpu07"}})},
+         "worker:1 from Slurm (SLURM_PROCID) | worker gpu07:2222 gpu07:2223 gpu08:2222 cpu1:2222"},
         {"no SLURM_PROCID: not Slurm", {{}, without(srun_task("1"), "SLURM_PROCID")}, "none"},
         {"an empty SLURM_PROCID counts as unset", {{}, with(srun_task("1"), {{"SLURM_PROCID", ""}})}, "none"},
     });
@@ -191,6 +200,17 @@ TEST_CASE("platforms::job_from_slurm") {
          "error 2: Slurm: SLURM_PROCID 2 is task 0 on gpu08 when tasks fill the nodes in order (SLURM_STEP_TASKS_PER_NODE "
          "'2,1(x2)'), but SLURM_LOCALID '1' and SLURMD_NODENAME 'gpu07'; start the step with block distribution "
          "(srun --distribution=block)"},
+        {"a cyclic step whose task is elsewhere than cyclic puts it",
+         {{}, with(srun_task("3"), {{"SLURM_DISTRIBUTION", "cyclic"}, {"SLURMD_NODENAME", "cpu1"}})},
+         "error 2: Slurm: SLURM_PROCID 3 is task 1 on gpu07 when tasks go round the nodes in turn (SLURM_DISTRIBUTION cyclic, "
+         "SLURM_STEP_TASKS_PER_NODE '2,1(x2)'), but SLURMD_NODENAME 'cpu1'; start the step with block distribution "
+         "(srun --distribution=block)"},
+        {"plane distribution cannot be mapped, on any task", {{}, with(srun_task("0"), {{"SLURM_DISTRIBUTION", "plane"}})},
+         "error 2: Slurm: SLURM_DISTRIBUTION 'plane' places tasks in a way tfboot cannot map to hosts (it maps block and cyclic); "
+         "start the step with srun --distribution=block or --distribution=cyclic"},
+        {"arbitrary distribution cannot be mapped", {{}, with(srun_task("0"), {{"SLURM_DISTRIBUTION", "arbitrary"}})},
+         "error 2: Slurm: SLURM_DISTRIBUTION 'arbitrary' places tasks in a way tfboot cannot map to hosts (it maps block and "
+         "cyclic); start the step with srun --distribution=block or --distribution=cyclic"},
         {"a port past 65535", {{"--port", "65535"}, srun_task("0")},
          "error 2: Slurm: worker:1 on gpu07 would listen on port 65536 (its type's port 65535 + 1), above 65535; use a lower --port"},
     });

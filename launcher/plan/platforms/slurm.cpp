@@ -1,8 +1,10 @@
 // Slurm: the task's rank, the step's nodes and how many tasks each node runs, all from srun's
 // environment (README: Identity, "Platforms").
+#include <algorithm>
 #include <array>
 #include <numeric>
 #include <set>
+#include <string_view>
 
 #include "plan/platforms/platforms.h"
 #include "plan/platforms/slurm_hostlist.h"
@@ -40,23 +42,62 @@ Result<SlurmLayout> slurm_layout(const Environment& env, int rank) {
   return SlurmLayout{found[0], found[1], found[2]};
 }
 
-// srun's default block distribution fills each node before the next: this task's node and its
-// place on it, checked against what Slurm says where it says it.
-Result<void> check_block_distribution(const Environment& env, int rank, const std::vector<std::string>& hosts,
-                                      const std::vector<int>& tasks_per_node, const Setting& tasks_setting) {
-  std::size_t node = 0;
-  int first_on_node = 0;
-  while (rank >= first_on_node + tasks_per_node[node]) first_on_node += tasks_per_node[node++];
-  const int local = rank - first_on_node;
+// How srun spread the step's tasks over its nodes (srun --distribution, README: "Platforms"). srun
+// sets SLURM_DISTRIBUTION only when one was asked for; its default places tasks as block does.
+enum class Distribution { block, cyclic };
+
+Result<Distribution> slurm_distribution(const Environment& env) {
+  auto setting = env_setting(env, "SLURM_DISTRIBUTION");
+  if (!setting) return Distribution::block;
+  // "cyclic", "block:cyclic", "cyclic:block,Pack": the part before ':' or ',' places tasks on
+  // nodes; the rest places them on a node's sockets and cores, which moves no task to another node.
+  const std::string_view across_nodes = std::string_view(setting->value).substr(0, setting->value.find_first_of(":,"));
+  if (across_nodes == "block") return Distribution::block;
+  if (across_nodes == "cyclic") return Distribution::cyclic;
+  return usage_error("Slurm: " + quoted(*setting) + " places tasks in a way tfboot cannot map to hosts (it maps block and " +
+                     "cyclic); start the step with srun --distribution=block or --distribution=cyclic");
+}
+
+// Where each task runs, in rank order: its node and its place on that node.
+struct TaskPlace {
+  std::size_t node;
+  int local;
+};
+
+// block: each node's tasks before the next node's. cyclic: one task per node in turn, round after
+// round, a node taking part in as many rounds as it has tasks (Slurm's _task_layout_cyclic).
+std::vector<TaskPlace> place_tasks(Distribution distribution, const std::vector<int>& tasks_per_node) {
+  std::vector<TaskPlace> places;
+  if (distribution == Distribution::block) {
+    for (std::size_t node = 0; node < tasks_per_node.size(); ++node) {
+      for (int local = 0; local < tasks_per_node[node]; ++local) places.push_back({node, local});
+    }
+    return places;
+  }
+  const int rounds = tasks_per_node.empty() ? 0 : *std::max_element(tasks_per_node.begin(), tasks_per_node.end());
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t node = 0; node < tasks_per_node.size(); ++node) {
+      if (round < tasks_per_node[node]) places.push_back({node, round});
+    }
+  }
+  return places;
+}
+
+// This task's place as the distribution puts it, checked against what Slurm says where it says it.
+Result<void> check_place(const Environment& env, int rank, Distribution distribution, const TaskPlace& place,
+                         const std::vector<std::string>& hosts, const Setting& tasks_setting) {
   auto local_id = env_setting(env, "SLURM_LOCALID");
   auto node_name = env_setting(env, "SLURMD_NODENAME");
-  bool local_differs = local_id && local_id->value != std::to_string(local);
-  bool node_differs = node_name && node_name->value != hosts[node];
+  bool local_differs = local_id && local_id->value != std::to_string(place.local);
+  bool node_differs = node_name && node_name->value != hosts[place.node];
   if (!local_differs && !node_differs) return {};
   std::string said = local_differs ? quoted(*local_id) : "";
   if (node_differs) said += (said.empty() ? "" : " and ") + quoted(*node_name);
-  return usage_error("Slurm: SLURM_PROCID " + std::to_string(rank) + " is task " + std::to_string(local) + " on " + hosts[node] +
-                     " when tasks fill the nodes in order (" + quoted(tasks_setting) + "), but " + said +
+  const std::string how = distribution == Distribution::block ? "when tasks fill the nodes in order (" + quoted(tasks_setting) + ")"
+                                                              : "when tasks go round the nodes in turn (SLURM_DISTRIBUTION cyclic, " +
+                                                                    quoted(tasks_setting) + ")";
+  return usage_error("Slurm: SLURM_PROCID " + std::to_string(rank) + " is task " + std::to_string(place.local) + " on " +
+                     hosts[place.node] + " " + how + ", but " + said +
                      "; start the step with block distribution (srun --distribution=block)");
 }
 
@@ -93,18 +134,19 @@ Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in) {
     if (auto named = platform::check_host_name(host, quoted(*nodelist)); !named) return std::unexpected(named.error());
     if (!seen.insert(host).second) return usage_error(quoted(*nodelist) + " names host '" + host + "' twice");
   }
-  if (auto placed = check_block_distribution(in.env, *rank, *hosts, *tasks_per_node, *tasks_setting); !placed) {
+  auto distribution = slurm_distribution(in.env);
+  if (!distribution) return std::unexpected(distribution.error());
+  const std::vector<TaskPlace> places = place_tasks(*distribution, *tasks_per_node);
+  if (auto placed = check_place(in.env, *rank, *distribution, places[*rank], *hosts, *tasks_setting); !placed) {
     return std::unexpected(placed.error());
   }
 
   // Task by task in rank order: the k-th task on a node listens on its type's port + k.
   std::vector<std::string> task_hosts;
   std::vector<int> port_offsets;
-  for (std::size_t node = 0; node < hosts->size(); ++node) {
-    for (int k = 0; k < (*tasks_per_node)[node]; ++k) {
-      task_hosts.push_back((*hosts)[node]);
-      port_offsets.push_back(k);
-    }
+  for (const TaskPlace& place : places) {
+    task_hosts.push_back((*hosts)[place.node]);
+    port_offsets.push_back(place.local);
   }
   const PortSpec& ports = in.parsed.ports;
   auto peers = platform::peers_from_ordinals(task_hosts, port_offsets, ports, in.options.chief_at_ordinal_0, "Slurm");

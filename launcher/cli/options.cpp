@@ -52,6 +52,8 @@ constexpr OptionSpec option_table[] = {
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
+    {"control-source-check", Kind::value, "MODE", "on: a task's connection must come from its name's address; off behind a NAT",
+     "on", true},
     {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
     {"framework", Kind::value, "F", "tensorflow, pytorch or jax: the environment each process gets", "tensorflow", true},
     {"nproc-per-node", Kind::value, "N", "processes of the command per task: a number, gpu, cpu or auto (pytorch, jax)",
@@ -153,6 +155,7 @@ constexpr Choice<IdentityFrom> identity_from_choices[] = {
     {"auto", IdentityFrom::automatic}, {"hostname", IdentityFrom::hostname}, {"ptr", IdentityFrom::ptr}};
 constexpr Choice<AddressMode> address_choices[] = {{"name", AddressMode::name}, {"ip", AddressMode::ip}};
 constexpr Choice<EnvCheck> env_check_choices[] = {{"warn", EnvCheck::warn}, {"fail", EnvCheck::fail}, {"off", EnvCheck::off}};
+constexpr Choice<bool> on_off_choices[] = {{"on", true}, {"off", false}};
 constexpr Choice<std::string_view> log_level_choices[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
 constexpr Choice<Framework> framework_choices[] = {
@@ -243,6 +246,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     options.control_port = value;
   }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
+                       choose("control-source-check", on_off_choices, options.control_source_check),
                        choose("log-level", log_level_choices, options.log_level),
                        choose("log-format", log_format_choices, options.log_format),
                        choose("framework", framework_choices, options.framework)}) {

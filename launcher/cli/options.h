@@ -50,6 +50,7 @@ struct Options {
   int control_port = 0;
   std::chrono::milliseconds start_timeout{};
   EnvCheck env_check{};
+  bool control_source_check = true;  // a task's connection must come from an address its name resolves to
   std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;
   Framework framework{};

@@ -14,6 +14,14 @@
 
 namespace tfboot {
 
+// The coordinator's check of the job's names.
+struct VerifiedMembers {
+  std::vector<MemberInfo> table;  // every task, with the addresses its name resolves to
+  // Tasks whose connection came from an address their name does not resolve to, each with why:
+  // a stranger in the task's place (or a NAT; --control-source-check off). Dropped, not started.
+  std::vector<std::pair<JobMember, std::string>> strangers;
+};
+
 struct JobSettings {
   std::string job_id;                // job_id(tf_config) from control/auth.h
   std::vector<JobMember> tasks;      // every task of the cluster, evaluator included, in cluster order
@@ -37,9 +45,10 @@ struct JobSettings {
   // numeric addresses, or an error text ("NXDOMAIN", ...) while it does not resolve.
   std::function<Result<std::vector<std::string>>()> coordinator_addresses;
   // Called on the coordinator, on a thread of its own, once every task is present: the members
-  // with the addresses their names resolve to, or the error that aborts the start (exit 3). Not
-  // set: the start carries what the tasks reported, unverified. It must return by `deadline`.
-  std::function<Result<std::vector<MemberInfo>>(const std::vector<MemberInfo>& members, Instant deadline)> verify_members;
+  // with the addresses their names resolve to and the strangers among them, or the error that
+  // aborts the start (exit 3). Not set: the start carries what the tasks reported, unverified. It
+  // must return by `deadline`.
+  std::function<Result<VerifiedMembers>(const std::vector<MemberInfo>& members, Instant deadline)> verify_members;
   // The check starts no sooner than this after the last task said hello: a pod's DNS record may
   // lag its start a little, and a name asked before it is published gets its NXDOMAIN cached.
   std::chrono::milliseconds record_settle{1000};

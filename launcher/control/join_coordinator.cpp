@@ -9,6 +9,7 @@
 #include <future>
 #include <system_error>
 #include <map>
+#include <set>
 #include <variant>
 
 #include "control/auth.h"
@@ -25,6 +26,7 @@ struct Candidate {
   std::optional<JobMember> task;  // once its hello was accepted
   bool refused = false;           // told why; closed once that is delivered or after `linger`
   short watched = 0;              // the events the event set has for it
+  std::string source;             // the peer's address without its port
 };
 
 // "10.0.0.1,fd00::1": one entry of the start's table of addresses.
@@ -49,10 +51,10 @@ class CoordinatorBarrier {
  public:
   CoordinatorBarrier(const JobSettings& settings, Socket listener, EventSet events, const Hello& own, Instant now, std::size_t room)
       : settings_(settings),
-        // Room for every task twice (an old and a new instance) and some strangers, within what
+        // Room for every task twice (an old and a new instance) and the strangers' budget, within what
         // the descriptor limit allows (an accept that fails for want of one would leave the
         // listener ready, and this loop busy).
-        connection_cap_(std::min(2 * settings.tasks.size() + 16, room)),
+        connection_cap_(std::min(2 * settings.tasks.size() + 80, room)),
         listener_(std::move(listener)),
         events_(std::move(events)),
         barrier_(BarrierSettings{settings.job_id, settings.tasks, own, settings.env_check, settings.peer_silent_after}),
@@ -119,6 +121,7 @@ class CoordinatorBarrier {
     Candidate& candidate = it->second;
     if (candidate.channel.broken()) {
       barrier_.on_closed(it->first, candidate.channel.problem());
+      uncount(it->first, candidate);
       connections_.erase(it);  // its descriptor closes, and leaves the event set with it
       return;
     }
@@ -128,11 +131,17 @@ class CoordinatorBarrier {
     }
   }
 
-  // Beyond the cap a connection is closed at once, and a task among them retries.
+  // Connections that have not yet said an accepted hello have a budget of their own, so that
+  // strangers (without the secret, or slow, or silent) cannot crowd out a task that proves
+  // itself: when it is spent, the oldest unproven connection past `hello_grace` makes room (of
+  // the newcomer's own address first), and only when there is none is the newcomer refused,
+  // saying why. One address keeps at most `unproven_per_source` past their grace.
   void accept_connections(Instant now) {
     while (auto accepted = accept_one(listener_.fd())) {
-      if (connections_.size() >= connection_cap_) {
-        log::debug("control channel: closed a connection from {}: {} connections open", accepted->second, connection_cap_);
+      const std::string source = address_of_peer(accepted->second);
+      const bool full = connections_.size() >= connection_cap_ || unproven_.size() >= unproven_budget();
+      if (full && !evict_for(source, now)) {
+        refuse_for_load(std::move(accepted->first), accepted->second, now);
         continue;
       }
       auto nonce = make_nonce();
@@ -142,9 +151,53 @@ class CoordinatorBarrier {
       }
       Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value()};
       Candidate candidate{MessageConnection(std::move(accepted->first), accepted->second, max_task_message, now), challenge, now};
+      candidate.source = source;
       candidate.channel.send(challenge);
-      settle(connections_.emplace(next_id_++, std::move(candidate)).first);
+      const ConnectionId id = next_id_++;
+      unproven_.insert(id);
+      auto& from_source = unproven_by_source_[source];
+      from_source.insert(id);
+      if (from_source.size() > unproven_per_source) evict_oldest(from_source, now);
+      settle(connections_.emplace(id, std::move(candidate)).first);
     }
+  }
+
+  std::size_t unproven_budget() const { return settings_.tasks.size() + 64; }
+
+  // Closes the oldest unproven connection past its grace, of `source` first: whether one was.
+  bool evict_for(const std::string& source, Instant now) {
+    if (auto mine = unproven_by_source_.find(source); mine != unproven_by_source_.end() && evict_oldest(mine->second, now)) return true;
+    return evict_oldest(unproven_, now);
+  }
+
+  bool evict_oldest(const std::set<ConnectionId>& ids, Instant now) {
+    if (ids.empty()) return false;  // ids count up with time: the first is the oldest
+    auto it = connections_.find(*ids.begin());
+    if (it == connections_.end() || now - it->second.opened < hello_grace) return false;
+    log::debug("control channel: closed {}, {} without a hello, to make room", it->second.channel.peer(), seconds_text(now - it->second.opened));
+    it->second.channel.fail("no hello within " + seconds_text(now - it->second.opened) + ", closed to make room");
+    settle(it);
+    return true;
+  }
+
+  void refuse_for_load(Socket socket, const std::string& peer, Instant now) {
+    MessageConnection channel(std::move(socket), peer, max_task_message, now);
+    channel.send(Refused{"too many connections awaiting their hello (" + std::to_string(unproven_.size()) +
+                         "; strangers without the secret?); retry"});
+    channel.shutdown_write();
+    if (refused_for_load_++ == 0 || now >= next_load_warning_) {
+      log::warn("control channel: refused a connection from {}: {} connections await their hello, none for longer than {} "
+                "(refused {} so far)", peer, unproven_.size(), seconds_text(hello_grace), refused_for_load_);
+      next_load_warning_ = now + settings_.progress_every;
+    }
+  }
+
+  void uncount(ConnectionId id, const Candidate& candidate) {
+    if (unproven_.erase(id) == 0) return;
+    auto mine = unproven_by_source_.find(candidate.source);
+    if (mine == unproven_by_source_.end()) return;
+    mine->second.erase(id);
+    if (mine->second.empty()) unproven_by_source_.erase(mine);
   }
 
   void read_lines(ConnectionId id, Candidate& candidate, Instant now) {
@@ -165,15 +218,20 @@ class CoordinatorBarrier {
   }
 
   void on_hello(ConnectionId id, Candidate& candidate, const Hello& hello, Instant now) {
+    if (banned_.contains({hello.task, candidate.source})) {
+      log::warn("start barrier: refused {} from {}: dropped before as a stranger in its place", hello.task.text(), candidate.channel.peer());
+      return refuse(id, candidate, "a connection from " + candidate.source + " claimed " + hello.task.text() +
+                                       " before, and its name does not resolve to that address");
+    }
     if (auto proven = check_hello_proof(hello, candidate.challenge, settings_.secret); !proven) {
       log::warn("start barrier: refused {} claiming {} from {}: {}", hello.host, hello.task.text(), candidate.channel.peer(), proven.error().message);
       barrier_.note_problem(hello.task, proven.error().message + " from " + candidate.channel.peer());
-      return refuse(candidate, "authentication failed");
+      return refuse(id, candidate, "authentication failed");
     }
     HelloVerdict verdict = barrier_.on_hello(id, hello, candidate.channel.peer(), now);
     if (!verdict.accepted) {
       log::warn("start barrier: refused {} from {}: {}", hello.task.text(), candidate.channel.peer(), verdict.reason);
-      return refuse(candidate, verdict.reason);
+      return refuse(id, candidate, verdict.reason);
     }
     if (verdict.replaced) {
       log::info("start barrier: {} reconnected; its older connection is closed", hello.task.text());
@@ -183,13 +241,15 @@ class CoordinatorBarrier {
       }
     }
     candidate.task = hello.task;
+    uncount(id, candidate);
     std::string proof = settings_.secret ? coordinator_proof(*settings_.secret, candidate.challenge, hello) : "";
     const BarrierProgress progress = barrier_.progress();
     candidate.channel.send(Accepted{proof, progress});
     log::info("start barrier: {} ({}) is present; {}/{}", hello.task.text(), hello.host, progress.present, settings_.tasks.size());
   }
 
-  void refuse(Candidate& candidate, const std::string& reason) {
+  void refuse(ConnectionId id, Candidate& candidate, const std::string& reason) {
+    uncount(id, candidate);
     candidate.channel.send(Refused{reason});
     candidate.channel.shutdown_write();
     candidate.refused = true;
@@ -251,7 +311,7 @@ class CoordinatorBarrier {
       verification_ = std::async(std::launch::async, std::move(check));
     } catch (const std::system_error& error) {  // no thread to spare: checked here, the heartbeats paused
       log::warn("start barrier: no thread for the name check ({}); checking on this one", error.what());
-      std::promise<Result<std::vector<MemberInfo>>> done;
+      std::promise<Result<VerifiedMembers>> done;
       done.set_value(settings_.verify_members(pending_members_, deadline_));
       verification_ = done.get_future();
     }
@@ -277,9 +337,28 @@ class CoordinatorBarrier {
     }
     // Every task learns why, with the DNS code whatever went wrong.
     if (!verified) return Abort{exit_code::peers_unresolved, "the coordinator's check of the job's names: " + verified.error().message};
-    pending_members_ = std::move(*verified);
+    if (!verified->strangers.empty()) {
+      drop_strangers(verified->strangers);
+      return std::nullopt;
+    }
+    pending_members_ = std::move(verified->table);
     start->names_verified = true;
     return decision;
+  }
+
+  // Connections in a task's place from an address its name does not resolve to: closed, their
+  // address refused for that task from now on, and the barrier waits for the real task.
+  void drop_strangers(const std::vector<std::pair<JobMember, std::string>>& strangers) {
+    for (const auto& [task, why] : strangers) {
+      auto id = barrier_.connection_of(task);
+      auto it = id ? connections_.find(*id) : connections_.end();
+      if (it == connections_.end()) continue;
+      log::warn("start barrier: dropped the connection in {}'s place: {} (a stranger, a stale DNS record, or a NAT: "
+                "--control-source-check off); waiting for {}", task.text(), why, task.text());
+      banned_.emplace(task, it->second.source);
+      it->second.channel.fail(why);
+      settle(it);
+    }
   }
 
   std::vector<MessageConnection*> present_channels() {
@@ -306,12 +385,21 @@ class CoordinatorBarrier {
   static constexpr std::uint64_t verified_key = ~std::uint64_t{0};  // connection ids count up from 1
   // How often every connection is looked at for a silence or a missing hello.
   static constexpr std::chrono::milliseconds sweep_every{250};
+  // A task answers the challenge within milliseconds; an unproven connection older than this
+  // may be closed to make room for another.
+  static constexpr std::chrono::seconds hello_grace{2};
+  static constexpr std::size_t unproven_per_source = 64;
   const JobSettings& settings_;
   std::size_t connection_cap_;
   Socket listener_;
   EventSet events_;
   StartBarrier barrier_;
   std::map<ConnectionId, Candidate> connections_;
+  std::set<ConnectionId> unproven_;  // connections without an accepted hello (nor a refusal)
+  std::set<std::pair<JobMember, std::string>> banned_;  // a task and an address found as a stranger in its place
+  std::map<std::string, std::set<ConnectionId>> unproven_by_source_;
+  std::size_t refused_for_load_ = 0;
+  Instant next_load_warning_{};
   ConnectionId next_id_ = 1;  // 0 is the coordinator's own entry in the barrier
   Instant started_;
   Instant own_start_;  // when this tfboot started
@@ -322,7 +410,7 @@ class CoordinatorBarrier {
   // Rung by the name check's thread when it is done; read when its verdict is taken. Declared
   // before the future, so that it outlives a thread still running when the barrier ends.
   UniqueFd verified_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
-  std::optional<std::future<Result<std::vector<MemberInfo>>>> verification_;
+  std::optional<std::future<Result<VerifiedMembers>>> verification_;
   std::vector<MemberInfo> pending_members_;  // what the running verification checks; then its answers
 };
 
@@ -340,9 +428,11 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
   // for the tasks that asked for it.
   const EncodedMessage plain = encoded(start);
   EncodedMessage with_table;
+  std::vector<MessageConnection*> closing;  // connections not kept after the start
   for (const auto& present : barrier_.present_tasks()) {
     auto it = connections_.find(present.connection);
     if (it == connections_.end()) continue;
+    if (!settings_.supervise || !present.supervised) closing.push_back(&it->second.channel);
     if (!barrier_.wants_table(present.connection)) {
       it->second.channel.send(plain);
       continue;
@@ -355,7 +445,9 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     }
     it->second.channel.send(with_table);
   }
-  deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
+  // A connection closed with unread input resets, and a reset throws away what its peer has not
+  // received yet: those wait until the start is delivered. The kept ones go on in the link.
+  deliver(closing, SteadyClock::now() + settings_.peer_silent_after);
   log_differences(start.environment_differences);
   log::info("start barrier: all {} tasks present; starting", settings_.tasks.size());
 

@@ -181,16 +181,19 @@ std::optional<std::string> reverse_lookup_name(std::string_view address) {
   return std::nullopt;
 }
 
-std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name) {
-  auto lower = [](std::string_view text) {
-    std::string result(text);
-    for (char& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (result.ends_with('.')) result.pop_back();
-    return result;
-  };
-  const std::string wanted = lower(name);
-  std::vector<std::string> v4, v6;
-  for (std::string_view line : lines(hosts_text)) {
+namespace {
+
+std::string lowercase_name(std::string_view text) {
+  std::string result(text);
+  for (char& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (result.ends_with('.')) result.pop_back();
+  return result;
+}
+
+}  // namespace
+
+HostsFile::HostsFile(std::string_view text) {
+  for (std::string_view line : lines(text)) {
     line = line.substr(0, line.find('#'));
     std::vector<std::string_view> fields;
     for (std::size_t at = 0; at < line.size();) {
@@ -202,17 +205,28 @@ std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, st
       at = stop;
     }
     if (fields.size() < 2) continue;
-    bool named = false;
-    for (std::size_t k = 1; k < fields.size() && !named; ++k) named = lower(fields[k]) == wanted;
     std::string address(fields[0]);
     in6_addr storage{};
     bool is_v6 = address.find(':') != std::string::npos;
-    if (!named || inet_pton(is_v6 ? AF_INET6 : AF_INET, address.c_str(), &storage) != 1) continue;
-    auto& list = is_v6 ? v6 : v4;
-    if (std::find(list.begin(), list.end(), address) == list.end()) list.push_back(address);
+    if (inet_pton(is_v6 ? AF_INET6 : AF_INET, address.c_str(), &storage) != 1) continue;
+    for (std::size_t k = 1; k < fields.size(); ++k) {
+      Listed& listed = by_name_[lowercase_name(fields[k])];
+      auto& list = is_v6 ? listed.v6 : listed.v4;
+      if (std::find(list.begin(), list.end(), address) == list.end()) list.push_back(address);
+    }
   }
-  v4.insert(v4.end(), v6.begin(), v6.end());
-  return v4;
+}
+
+std::vector<std::string> HostsFile::addresses(std::string_view name) const {
+  auto it = by_name_.find(lowercase_name(name));
+  if (it == by_name_.end()) return {};
+  std::vector<std::string> addresses = it->second.v4;
+  addresses.insert(addresses.end(), it->second.v6.begin(), it->second.v6.end());
+  return addresses;
+}
+
+std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name) {
+  return HostsFile(hosts_text).addresses(name);
 }
 
 }  // namespace tfboot

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/error.h"
@@ -63,6 +64,21 @@ std::optional<std::string> reverse_lookup_name(std::string_view address);
 // NODATA), as sent: a cache counts it down, an authoritative server always gives the same.
 // nullopt for anything else, a truncated or malformed message included.
 std::optional<std::uint32_t> negative_answer_ttl(std::span<const unsigned char> message);
+
+// /etc/hosts read once, so that a job's thousands of names cost a lookup each, not a pass over
+// the file each.
+class HostsFile {
+ public:
+  explicit HostsFile(std::string_view text);
+  // The addresses given `name` (case-insensitive, a trailing dot ignored), IPv4 first, each once.
+  std::vector<std::string> addresses(std::string_view name) const;
+
+ private:
+  struct Listed {
+    std::vector<std::string> v4, v6;
+  };
+  std::unordered_map<std::string, Listed> by_name_;
+};
 
 // The addresses /etc/hosts gives `name` (case-insensitive, a trailing dot ignored), IPv4 first.
 std::vector<std::string> addresses_in_hosts_file(std::string_view hosts_text, std::string_view name);

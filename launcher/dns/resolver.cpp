@@ -87,7 +87,7 @@ class CaresResolver final : public Resolver {
   CaresResolver& operator=(const CaresResolver&) = delete;
 
   Result<void> open(const ResolverSettings& settings) {
-    hosts_file_ = settings.hosts_file;
+    if (settings.hosts_file) hosts_file_.emplace(*settings.hosts_file);
     ares_options options{};
     // Every field c-ares would otherwise read from /etc/resolv.conf is given, so it reads no
     // file at all (lookups "b": /etc/hosts is answered by us, see start_lookup).
@@ -151,7 +151,7 @@ class CaresResolver final : public Resolver {
   // peers still resolve. A dual-stack peer is reported with its IPv4 addresses.
   void start_lookup(const std::string& name, Done done) override {
     if (hosts_file_) {
-      auto listed = addresses_in_hosts_file(*hosts_file_, name);
+      auto listed = hosts_file_->addresses(name);
       if (!listed.empty()) {
         done(lookup_success(std::move(listed)));
         return;
@@ -237,7 +237,7 @@ class CaresResolver final : public Resolver {
   }
 
  private:
-  std::optional<std::string> hosts_file_;
+  std::optional<HostsFile> hosts_file_;
   void lookup_family(const std::string& name, int family, Done done) {
     ares_addrinfo_hints hints{};
     hints.ai_family = family;

@@ -49,20 +49,26 @@ Result<std::string> job_id_of(const Options& options, const Plan& plan) {
   return job_id_of_cluster(config.is_object() ? config["cluster"].dump() : *text);
 }
 
+std::string joined_text(const std::vector<std::string>& items) {
+  std::string text;
+  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
 // A name that points elsewhere may be a stale record in a DNS cache: it is asked again for this
 // long (twice the TTL a default cluster DNS gives its records) before the start is aborted.
 constexpr auto stale_record_window = 60s;
 
 // On the coordinator, once every task is present: every name resolved once, then compared with
 // the addresses its task reported.
-Result<std::vector<MemberInfo>> verify_member_names(const Options& options, const HostFacts& facts,
+Result<VerifiedMembers> verify_member_names(const Options& options, const HostFacts& facts,
                                                     const std::vector<PeerAddress>& peers,
                                                     const std::vector<MemberInfo>& members, Instant deadline) {
   if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
   deadline = std::min(deadline, SteadyClock::now() + options.wait);
   auto dns = resolve_peer_names(options, peers, facts, deadline);
   if (!dns) return std::unexpected(dns.error());
-  auto check = check_member_names(members, dns->names);
+  auto check = check_member_names(members, dns->names, options.control_source_check);
   const Instant give_up = std::min(deadline, SteadyClock::now() + stale_record_window);
   if (!check.mismatched.empty()) {
     log::warn("start barrier: {}; asking again for up to {}", check.problems,
@@ -77,13 +83,20 @@ Result<std::vector<MemberInfo>> verify_member_names(const Options& options, cons
       dns->names[i].resolved = again.has_value();
       dns->names[i].addresses = again ? *again : std::vector<std::string>{};
     }
-    check = check_member_names(members, dns->names);
+    check = check_member_names(members, dns->names, options.control_source_check);
   }
-  if (!check.mismatched.empty()) {
+  // A stranger in a task's place is dropped and the barrier waits for the real task; a name that
+  // points elsewhere than where its task says it is aborts the start.
+  if (check.mismatched.size() > check.strangers.size()) {
     return make_error(exit_code::peers_unresolved, "DNS names that do not point at their tasks (a stale record, or a wrong Service?): " + check.problems);
   }
-  log::info("start barrier: every task's name resolves to that task");
-  return check.table;
+  VerifiedMembers verified{check.table, {}};
+  for (std::size_t i : check.strangers) {
+    verified.strangers.emplace_back(members[i].task, "a connection from " + members[i].source + " claimed it, but " + dns->names[i].name +
+                                                         " resolves to " + joined_text(dns->names[i].addresses));
+  }
+  if (verified.strangers.empty()) log::info("start barrier: every task's name resolves to that task");
+  return verified;
 }
 
 Result<JobSettings> settings_for(const Options& options, const Plan& plan, const HostFacts& facts,

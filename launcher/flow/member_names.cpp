@@ -2,6 +2,8 @@
 #include "flow/member_names.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_set>
 
 namespace tfboot {
 namespace {
@@ -31,9 +33,17 @@ std::vector<std::string> confirmed(const std::vector<std::string>& resolved, con
 
 }  // namespace
 
-MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved) {
+MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const std::vector<NameStatus>& resolved,
+                                   bool check_sources) {
   MemberNameCheck check;
   check.table = members;
+  // A name that points at another task's address is a wrong record (a stale one, a wrong
+  // Service), whoever holds the connection; pointing where no task connected from, while the
+  // connection comes from elsewhere, a stranger holds the task's place.
+  std::unordered_set<std::string_view> sources;
+  for (const auto& member : members) {
+    if (!member.source.empty()) sources.insert(member.source);
+  }
   for (std::size_t i = 0; i < members.size(); ++i) {
     const MemberInfo& member = members[i];
     std::string problem;
@@ -42,8 +52,17 @@ MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const
       check.table[i].addresses.clear();
     } else {
       check.table[i].addresses = confirmed(resolved[i].addresses, member.addresses);
-      if (points_at(resolved[i].addresses, member.addresses)) continue;
-      problem = member.name + " resolves to " + joined(resolved[i].addresses) + ", but the task has " + joined(member.addresses);
+      const bool from_its_address = !check_sources || member.source.empty() || is_loopback_address(member.source) ||
+                                    points_at(resolved[i].addresses, {member.source});
+      if (from_its_address && points_at(resolved[i].addresses, member.addresses)) continue;
+      const bool at_another_task = std::ranges::any_of(resolved[i].addresses, [&](const std::string& address) { return sources.contains(address); });
+      if (!from_its_address && !at_another_task) {
+        check.strangers.push_back(i);
+        // The name asked, not the one the hello gave: a stranger's hello says what it likes.
+        problem = "a connection from " + member.source + " claimed it, but " + resolved[i].name + " resolves to " + joined(resolved[i].addresses);
+      } else {
+        problem = member.name + " resolves to " + joined(resolved[i].addresses) + ", but the task has " + joined(member.addresses);
+      }
     }
     check.mismatched.push_back(i);
     std::string host = member.host.empty() ? "" : " on host '" + member.host + "'";

@@ -215,6 +215,108 @@ def test_with_the_same_secret_the_job_runs(net, tfboot, tmp_path):
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
 
 
+FLOOD = textwrap.dedent("""
+    import socket, sys, time
+    host, port, count, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    opened, reopened = [], 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:                       # keep `count` silent connections open
+        alive = []
+        for c in opened:
+            try:
+                c.setblocking(False)
+                gone = c.recv(65536, socket.MSG_PEEK) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if gone:
+                c.close()
+            else:
+                alive.append(c)
+        opened = alive
+        while len(opened) < count and time.monotonic() < end:
+            try:
+                opened.append(socket.create_connection((host, port), timeout=1))
+                reopened += 1
+            except OSError:
+                break
+        time.sleep(0.2)
+    print("opened", reopened, flush=True)
+""")
+
+
+def test_with_a_secret_strangers_holding_connections_cannot_keep_the_job_from_starting(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-shared-by-the-job")
+    script = tmp_path / "flood.py"
+    script.write_text(FLOOD)
+    stranger = net.add_pod("stranger", service="")
+    env = {"TFBOOT_CONTROL_SECRET_FILE": str(secret)}
+    coordinator = start(net, tfboot, pods[0], ["true"], tmp_path / "logs", "worker=3", env, ["--start-timeout", "25s"])
+    # 100 silent connections, each reopened as soon as it is closed, before and while the tasks join.
+    flood = net.run(stranger, ["python3", str(script), pods[0].ip, "2220", "100", "35"], env={})
+    time.sleep(4)
+    procs = [coordinator] + [start(net, tfboot, pod, ["true"], tmp_path / "logs", "worker=3", env, ["--start-timeout", "25s"])
+                             for pod in pods[1:]]
+    results = finish_all(procs, timeout=60)
+    flood.kill()
+    flood.communicate(timeout=10)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+
+
+IMPOSTOR = textwrap.dedent("""
+    import json, socket, sys, time
+    host, claimed, address = sys.argv[1], sys.argv[2], sys.argv[3]
+    for _ in range(100):
+        try:
+            c = socket.create_connection((host, 2220), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    reader = c.makefile("r")
+    challenge = json.loads(reader.readline())
+    hello = {"type": "hello", "job": challenge["job"], "task": claimed, "host": "impostor", "instance": "ab" * 8,
+             "supervised": True, "name": "x", "addresses": [address], "fingerprint": {}, "nonce": "", "proof": ""}
+    c.sendall((json.dumps(hello) + "\\n").encode())
+    print("said:", reader.readline().strip(), flush=True)
+    c.settimeout(2)
+    end = time.monotonic() + 60
+    while time.monotonic() < end:              # heartbeats, as a real task sends them
+        try:
+            c.sendall(b'{"type":"ping"}\\n')
+            line = reader.readline()
+            if not line:
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+    print("closed", flush=True)
+""")
+
+
+def test_a_stranger_claiming_a_task_is_dropped_and_the_real_task_joins(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    stranger = net.add_pod("stranger", service="")
+    script = tmp_path / "impostor.py"
+    script.write_text(IMPOSTOR)
+    args = ["--start-timeout", "40s"]
+    env = {"TFBOOT_WAIT": "10s"}
+    coordinator = start(net, tfboot, pods[0], ["true"], tmp_path, "worker=3", env, args)
+    # worker:2's place taken first, by a connection that copies its address into the hello.
+    impostor = net.run(stranger, ["python3", str(script), pods[0].ip, "worker:2", pods[2].ip], env={})
+    time.sleep(2)
+    procs = [coordinator] + [start(net, tfboot, pod, ["true"], tmp_path, "worker=3", env, args) for pod in pods[1:]]
+    results = finish_all(procs, timeout=90)
+    impostor.kill()
+    impostor.communicate(timeout=10)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    assert (f"dropped the connection in worker:2's place: a connection from {stranger.ip} claimed it, but "
+            f"mnist-worker-2.mnist.default.svc.cluster.local resolves to {pods[2].ip}") in results[0][2], results[0][2]
+
+
 def test_control_port_0_runs_each_task_alone(net, tfboot, tmp_path):
     pods = job_pods(net, 3)
     proc = start(net, tfboot, pods[1], ["true"], tmp_path, "worker=3", {"TFBOOT_CONTROL_PORT": "0"})

@@ -220,11 +220,11 @@ std::vector<std::future<JoinResult>> join_all_verified(const Job& job, decltype(
 TEST_CASE("control::join_job: the coordinator's check of the names, on a thread while the barrier stays alive") {
   Job job;
   SUBCASE("the start carries the verified table to the task that asked; heartbeats go on during a check longer than the silence limit") {
-    auto verify = [](const std::vector<MemberInfo>& members, Instant) -> Result<std::vector<MemberInfo>> {
+    auto verify = [](const std::vector<MemberInfo>& members, Instant) -> Result<VerifiedMembers> {
       std::this_thread::sleep_for(1500ms);  // peer_silent_after is 800 ms
       auto table = members;
       for (std::size_t i = 0; i < table.size(); ++i) table[i].addresses = {"10.0.0." + std::to_string(i + 1)};
-      return table;
+      return VerifiedMembers{table, {}};
     };
     auto joins = join_all_verified(job, verify);
     for (std::size_t i = 0; i < joins.size(); ++i) {
@@ -240,7 +240,7 @@ TEST_CASE("control::join_job: the coordinator's check of the names, on a thread 
     }
   }
   SUBCASE("a failed check aborts the start on every task with the DNS code and its message") {
-    auto verify = [](const std::vector<MemberInfo>&, Instant) -> Result<std::vector<MemberInfo>> {
+    auto verify = [](const std::vector<MemberInfo>&, Instant) -> Result<VerifiedMembers> {
       return make_error(exit_code::peers_unresolved, "worker:1: w-1.job.svc resolves to 10.0.0.9, but the task has 127.0.0.1");
     };
     for (auto& join : join_all_verified(job, verify)) {
@@ -252,7 +252,7 @@ TEST_CASE("control::join_job: the coordinator's check of the names, on a thread 
   }
   SUBCASE("any failure of the check is the DNS code for every task, its text cut to what the wire carries") {
     const std::string cause = "cannot set up the DNS resolver: " + std::string(10000, 'x');
-    auto verify = [&](const std::vector<MemberInfo>&, Instant) -> Result<std::vector<MemberInfo>> {
+    auto verify = [&](const std::vector<MemberInfo>&, Instant) -> Result<VerifiedMembers> {
       return make_error(exit_code::resources, cause);
     };
     auto joins = join_all_verified(job, verify);

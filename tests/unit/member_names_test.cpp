@@ -62,4 +62,33 @@ TEST_CASE("member names: a name that does not resolve is a problem with its last
   CHECK(check.table[1].addresses.empty());
 }
 
+TEST_CASE("member names: a connection from another address than its name's is a stranger in the task's place") {
+  auto from = [](MemberInfo info, std::string source) {
+    info.source = std::move(source);
+    return info;
+  };
+  // The stranger copied worker-1's address into its hello; where it connects from it cannot fake.
+  const std::vector<MemberInfo> members{from(member(0, {"10.0.0.1"}), ""), from(member(1, {"10.0.0.2"}), "10.0.0.66"),
+                                        from(member(2, {"10.0.0.3"}), "10.0.0.3"), from(member(3, {"10.0.0.4"}), "127.0.0.1")};
+  const std::vector<NameStatus> answers{answer("worker-0.train", {"10.0.0.1"}), answer("worker-1.train", {"10.0.0.2"}),
+                                        answer("worker-2.train", {"10.0.0.3"}), answer("worker-3.train", {"10.0.0.4"})};
+  auto check = check_member_names(members, answers, true);
+  CHECK(check.strangers == std::vector<std::size_t>{1});
+  CHECK(check.mismatched == std::vector<std::size_t>{1});
+  CHECK(check.problems == "worker:1 on host 'worker-1': a connection from 10.0.0.66 claimed it, but worker-1.train resolves to 10.0.0.2");
+  SUBCASE("a name pointing at another task's address is a wrong record, not a stranger") {
+    auto wrong = members;
+    wrong[1].source = "10.0.0.2";
+    wrong[2].source = "10.0.0.3";
+    auto stale = check_member_names(wrong, {answers[0], answers[1], answer("worker-2.train", {"10.0.0.2"}), answers[3]}, true);
+    CHECK(stale.strangers.empty());
+    CHECK(stale.mismatched == std::vector<std::size_t>{2});
+  }
+  SUBCASE("with the check off (a NAT), the source is not compared") {
+    auto unchecked = check_member_names(members, answers, false);
+    CHECK(unchecked.strangers.empty());
+    CHECK(unchecked.mismatched.empty());
+  }
+}
+
 }  // namespace tfboot

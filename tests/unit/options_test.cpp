@@ -325,6 +325,10 @@ TEST_CASE("options::parse_options enumerated values") {
       {{"--wait=500ms"}, {}, [](const Options& o) { return o.wait == 500ms; }},
       {{}, {{"TFBOOT_WAIT", "1h"}}, [](const Options& o) { return o.wait == 1h; }},
       {{"--wait=0"}, {{"TFBOOT_WAIT", "1h"}}, [](const Options& o) { return o.wait == 0ms; }},
+      {{}, {}, [](const Options& o) { return o.control_source_check; }},
+      {{"--control-source-check", "off"}, {}, [](const Options& o) { return !o.control_source_check; }},
+      {{}, {{"TFBOOT_CONTROL_SOURCE_CHECK", "off"}}, [](const Options& o) { return !o.control_source_check; }},
+      {{"--control-source-check=on"}, {{"TFBOOT_CONTROL_SOURCE_CHECK", "off"}}, [](const Options& o) { return o.control_source_check; }},
   };
   for (std::size_t i = 0; i < accepted.size(); ++i) {
     CAPTURE(i);
@@ -350,6 +354,7 @@ TEST_CASE("options::parse_options enumerated values") {
       {{"--wait=1x"}, {}, "--wait '1x' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{}, {{"TFBOOT_WAIT", "-1"}}, "TFBOOT_WAIT '-1' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{"--wait", "200h"}, {}, "--wait '200h' is longer than the maximum of 168h"},
+      {{"--control-source-check", "no"}, {}, "--control-source-check 'no' must be on or off"},
   };
   for (const auto& row : rejected) {
     CAPTURE(row.message);

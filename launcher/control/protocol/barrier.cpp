@@ -6,6 +6,13 @@
 
 namespace tfboot {
 
+std::string address_of_peer(std::string_view peer) {
+  auto colon = peer.rfind(':');
+  std::string_view host = colon == std::string_view::npos ? peer : peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::string(host);
+}
+
 StartBarrier::StartBarrier(BarrierSettings settings) : settings_(std::move(settings)) {
   for (const auto& task : settings_.tasks) {
     if (!slot_by_task_.emplace(task, slots_.size()).second) continue;  // a task listed twice is one slot
@@ -111,6 +118,12 @@ BarrierProgress StartBarrier::progress() const {
   return progress;
 }
 
+std::optional<ConnectionId> StartBarrier::connection_of(const JobMember& task) const {
+  auto it = slot_by_task_.find(task);
+  if (it == slot_by_task_.end() || !slots_[it->second].connection || *slots_[it->second].connection == 0) return std::nullopt;
+  return slots_[it->second].connection;
+}
+
 bool StartBarrier::wants_table(ConnectionId connection) const {
   const Slot* slot = slot_of(connection);
   return slot && slot->hello.table;
@@ -138,7 +151,7 @@ std::variant<Start, Abort> StartBarrier::decide(bool supervised) const {
 std::vector<MemberInfo> StartBarrier::members() const {
   std::vector<MemberInfo> members;
   members.reserve(slots_.size());
-  for (const auto& slot : slots_) members.push_back({slot.task, slot.hello.host, slot.hello.name, slot.hello.addresses});
+  for (const auto& slot : slots_) members.push_back({slot.task, slot.hello.host, slot.hello.name, slot.hello.addresses, address_of_peer(slot.peer)});
   return members;
 }
 

@@ -21,6 +21,9 @@ namespace tfboot {
 
 using ConnectionId = std::uint64_t;
 
+// "10.0.0.7" of "10.0.0.7:41234", "fd00::7" of "[fd00::7]:41234".
+std::string address_of_peer(std::string_view peer);
+
 struct BarrierSettings {
   std::string job_id;
   std::vector<JobMember> tasks;  // every task of the cluster, in cluster order, coordinator included
@@ -63,6 +66,8 @@ class StartBarrier {
   // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;
+  // The connection a present task is on; nullopt when it is missing or the coordinator itself.
+  std::optional<ConnectionId> connection_of(const JobMember& task) const;
   // Whether the task on `connection` asked for the table of addresses with the start.
   bool wants_table(ConnectionId connection) const;
   // The connection of each present task other than the coordinator, and whether it stays.

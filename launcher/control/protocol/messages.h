@@ -101,6 +101,7 @@ struct MemberInfo {
   std::string host;
   std::string name;
   std::vector<std::string> addresses;
+  std::string source = {};  // the address its connection came from; "" for the coordinator itself
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
 // The same bytes go to every task (encoded once): what a task needs, never one entry per task

@@ -200,6 +200,9 @@ class TaskLink final : public JobLink {
     if (channel_) channel_->send(Exit{status, detail});
   }
 
+  // A task done early waits for the coordinator's verdict on the job (done, or a stop).
+  bool awaits_other_tasks() const override { return channel_.has_value() && !watch_.decided(); }
+
   void finish(std::chrono::milliseconds at_most) override {
     if (!channel_) return;
     deliver({&*channel_}, SteadyClock::now() + at_most);

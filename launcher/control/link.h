@@ -43,8 +43,8 @@ class JobLink {
   // job was decided before.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
   virtual void report_exit(int status, const std::string& detail = "") = 0;
-  // After report_exit(0): the job is not done yet, as it waits for the other tasks (PyTorch, JAX
-  // on the coordinator); process() says when it is.
+  // After report_exit(0): the job is not done yet: a task waits for the coordinator's verdict, the
+  // coordinator of a PyTorch or JAX job for the other tasks; process() says when it is.
   virtual bool awaits_other_tasks() const { return false; }
   // Delivers what is queued and closes, waiting at most `at_most`.
   virtual void finish(std::chrono::milliseconds at_most) = 0;

@@ -34,6 +34,7 @@ struct InitState {
   std::optional<int> failure;          // the first process that failed decides the task's status
   std::string failure_detail;          // and what it left to say
   StopSchedule stop{settings.stop_grace};  // SIGTERM, SIGKILL after the grace
+  int stopped_with = 0;                    // the last signal tfboot itself sent to stop the command
   std::size_t running = 0;
 
   void signal_all(int signal_number) {
@@ -41,6 +42,20 @@ struct InitState {
   }
   std::string what() const { return processes.size() == 1 ? "the command" : "the command's processes"; }
 };
+
+// "command exited with status 3", "command stopped by tfboot (SIGTERM); status 143".
+std::string how_it_ended(const InitState& state, int status) {
+  if (state.stopped_with != 0 && status == exit_code::signal_base + state.stopped_with) {
+    return "stopped by tfboot (" + signal_name(state.stopped_with) + "); status " + std::to_string(status);
+  }
+  return "exited with status " + std::to_string(status);
+}
+
+// The run's last line: the exit status and why.
+int closing(int status, const std::string& why) {
+  log::info("exiting {}: {}", status, why);
+  return status;
+}
 
 void pass_on_signal(InitState& state, int signal_number) {
   // A command that ignores the first SIGTERM/SIGINT would otherwise keep the container alive
@@ -84,10 +99,12 @@ void enforce_stop_times(InitState& state) {
   for (auto step = state.stop.due(now); step != StopSchedule::Step::none; step = state.stop.due(now)) {
     if (step == StopSchedule::Step::terminate) {
       log::info("stopping {}: SIGTERM, SIGKILL after {}", state.what(), seconds_text(state.settings.stop_grace));
+      state.stopped_with = SIGTERM;
       state.signal_all(SIGTERM);
     } else {
       log::warn("{} did not stop within --stop-grace: killing {}", state.what(),
                 state.processes.size() == 1 ? "its process group" : "their process groups");
+      state.stopped_with = SIGKILL;
       state.signal_all(SIGKILL);
     }
   }
@@ -97,7 +114,7 @@ void enforce_stop_times(InitState& state) {
 void on_process_exit(InitState& state, std::size_t process, int status) {
   --state.running;
   const std::string& name = state.processes[process].name;
-  if (state.processes.size() > 1) log::info("{} exited with status {}", name, status);
+  if (state.processes.size() > 1) log::info("{} {}", name, how_it_ended(state, status));
   if (status == exit_code::ok || state.failure || state.decision) return;
   state.failure = status;
   if (state.settings.failure_detail) state.failure_detail = state.settings.failure_detail(process, status);
@@ -107,12 +124,14 @@ void on_process_exit(InitState& state, std::size_t process, int status) {
   state.stop.terminate_at(SteadyClock::now());
 }
 
-// The command is done, the job not yet: the coordinator of a PyTorch or JAX job waits for every
-// other task to finish (or one to fail), keeping heartbeats; a stop signal ends the wait.
-void wait_for_other_tasks(InitState& state) {
+// The command is done, the job not yet: the task waits for the job's outcome, keeping
+// heartbeats, and ends with it (a task done early that exited 0 while the job then failed would
+// never be run again by an Indexed Job, nor rejoin from an idle StatefulSet pod). The coordinator
+// of a PyTorch or JAX job waits so for every other task. A stop signal ends the wait.
+std::optional<JobOutcome> wait_for_the_job(InitState& state) {
   JobView& job = *state.settings.job;
-  if (!job.awaits_other_tasks()) return;
-  log::info("this task is done; the job ends when every task is (waiting for the others)");
+  if (!job.awaits_other_tasks()) return std::nullopt;
+  log::info("this task is done; waiting for the job's outcome (the others' end, or a failure)");
   while (true) {
     std::vector<pollfd> fds;
     job.add_poll_fds(fds);
@@ -120,7 +139,7 @@ void wait_for_other_tasks(InitState& state) {
     if (event.kind == ChildSet::Event::Kind::signal) {
       if (event.signal_number == SIGTERM || event.signal_number == SIGINT) {
         log::info("{}: no longer waiting for the other tasks", signal_name(event.signal_number));
-        return;
+        return std::nullopt;
       }
       continue;
     }
@@ -128,10 +147,11 @@ void wait_for_other_tasks(InitState& state) {
     if (auto decision = job.process(fds, SteadyClock::now())) {
       if (decision->exit_code == exit_code::ok) log::info("{}", decision->reason);
       else log::error("the job failed after this task was done: {}", decision->reason);
-      return;
+      return decision;
     }
   }
 }
+
 
 Instant next_wakeup(const InitState& state) {
   Instant wake = state.stop.next();
@@ -186,16 +206,21 @@ Result<int> supervise_command(ChildSet& children, const std::vector<CommandProce
   wait_for_processes(state);
   children.drain_output(1s);
   const int status = state.failure.value_or(exit_code::ok);
-  if (processes.size() == 1) log::info("command exited with status {}", children.exit_code(state.ids[0]).value_or(status));
+  if (processes.size() == 1) log::info("command {}", how_it_ended(state, children.exit_code(state.ids[0]).value_or(status)));
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
-  if (state.decision) return state.decision->exit_code;
+  if (state.decision) return closing(state.decision->exit_code, state.decision->reason);
+  std::optional<JobOutcome> outcome;
   if (settings.job) {
     settings.job->report_exit(status, state.failure_detail);
-    if (status == exit_code::ok) wait_for_other_tasks(state);
+    if (status == exit_code::ok) outcome = wait_for_the_job(state);
     settings.job->finish();
   }
-  return status;
+  if (outcome) return closing(outcome->exit_code, outcome->reason);
+  if (status != exit_code::ok) {
+    return closing(status, "the command failed" + (state.failure_detail.empty() ? std::string() : ": " + state.failure_detail));
+  }
+  return closing(status, "the command succeeded");
 }
 
 }  // namespace tfboot

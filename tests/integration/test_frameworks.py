@@ -179,7 +179,7 @@ def test_pods_the_job_ends_when_every_node_is_done_not_node_0(net, tfboot, tmp_p
     results = [proc.communicate(timeout=60) for proc in procs]
     assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
     assert results[1][0].strip() == "finished"
-    assert "this task is done; the job ends when every task is (waiting for the others)" in results[0][1]
+    assert "this task is done; waiting for the job's outcome (the others' end, or a failure)" in results[0][1]
     assert "the job is done: every task finished" in results[0][1]
 
 

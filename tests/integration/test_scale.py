@@ -438,23 +438,24 @@ async def run_the_job(tfboot, tmp_path):
             await task.start(tfboot_argv(tfboot, REAL_TASK, TASKS, port, dns_server.address, log_root, write_tf_config),
                              env, tmp_path)
             # Twice the silence limit and more: time enough to see every fake's fate (start, or
-            # silent after 10 s, or closed) and the real task's exit, whatever the binary does.
-            await wait_until(lambda: all(f.outcome for f in fakes) and task.returncode is not None,
+            # silent after 10 s, or closed) and the real task's command run (it then waits for the
+            # job's outcome) or its exit, whatever the binary does.
+            await wait_until(lambda: all(f.outcome for f in fakes) and (tf_config.exists() or task.returncode is not None),
                              min(deadline, time.monotonic() + 3 * SILENT_AFTER))
             accepted = task.first("accepted us")
             if accepted:
                 result["reference"], result["reference_what"] = accepted[0], "the last task's hello was accepted"
             else:
                 result["reference"], result["reference_what"] = task.spawned_at, "the last task was started"
-            if not all(f.outcome == "start" for f in fakes) or task.returncode != 0:
+            if not all(f.outcome == "start" for f in fakes) or task.returncode not in (None, 0):
                 return result
 
             # Heartbeats after the start, then the coordinator's command ends: done for everyone.
             result["phase"] = "done"
             await asyncio.sleep(HOLD_AFTER_START)
             release.touch()
-            await wait_until(lambda: all(f.after for f in fakes) and coordinator.returncode is not None,
-                             min(deadline, time.monotonic() + 30))
+            await wait_until(lambda: all(f.after for f in fakes) and coordinator.returncode is not None
+                             and task.returncode is not None, min(deadline, time.monotonic() + 30))
             result["phase"] = "finished"
             result["tf_config"] = tf_config.read_text() if tf_config.exists() else None
             return result

@@ -286,8 +286,7 @@ IMPOSTOR = textwrap.dedent("""
     while time.monotonic() < end:              # heartbeats, as a real task sends them
         try:
             c.sendall(b'{"type":"ping"}\\n')
-            line = reader.readline()
-            if not line:
+            if not c.recv(65536):
                 break
         except socket.timeout:
             continue
@@ -370,3 +369,22 @@ def test_a_coordinator_whose_descriptor_limit_is_too_low_exits_7_before_listenin
         "(1189 needed): raise the container's nofile limit"), err
     assert "start barrier: waiting" not in err
     assert not (tmp_path / "worker_0").exists()
+
+
+def test_a_task_done_early_waits_for_the_job_and_fails_with_it_so_the_retry_runs_it_again(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    commands = [["sh", "-c", "sleep 2; exit 3"], ["true"], ["sleep", "600"]]
+    procs = [start(net, tfboot, pod, command, tmp_path / "first", "worker=3") for pod, command in zip(pods, commands)]
+    results = finish_all(procs)
+    # worker:1 finished first, yet an Indexed Job must run it again with the others: not 0.
+    assert [code for code, _, _ in results] == [3, STOPPED_BY_JOB, STOPPED_BY_JOB], [err for _, _, err in results]
+    done_early = results[1][2]
+    assert "this task is done; waiting for the job's outcome" in done_early
+    assert done_early.rstrip().splitlines()[-1].endswith("exiting 200: stopping: worker:0 failed with status 3"), done_early
+    assert "command stopped by tfboot (SIGTERM); status 143" in results[2][2]
+    assert results[0][2].rstrip().splitlines()[-1].endswith("exiting 3: the command failed"), results[0][2]
+    # The retry: every task runs again, together.
+    procs = [start(net, tfboot, pod, ["true"], tmp_path / "retry", "worker=3") for pod in pods]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    assert results[1][2].rstrip().splitlines()[-1].endswith("exiting 0: the job is done: worker:0 finished")

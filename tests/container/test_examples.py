@@ -54,6 +54,15 @@ EXIT_NEVER_RETRIED = {2, 5, 6}  # configuration error, start barrier incomplete,
 # The optional secret's lines in the manifests: comment lines right below this marker, at its indent.
 SECRET_MARKER = "# control secret (optional)"
 SECRET_PATH = "/var/run/secrets/tfboot/secret"
+# The Kueue variant of a Job or JobSet: the lines under this marker, uncommented, put it in a queue.
+KUEUE_MARKER = "# kueue (optional)"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Where every example mounts its checkpoint volume (a PersistentVolumeClaim in the same file).
+CHECKPOINT_DIR = "/checkpoints"
+GPU = "nvidia.com/gpu"
+# The label by which each NetworkPolicy is applied on its own: kubectl apply -f networkpolicy.yaml -l <label>=<job>
+POLICY_LABEL = "app.kubernetes.io/name"
+APPLY_POLICY = re.compile(r"kubectl apply -f networkpolicy\.yaml -l (?P<key>[\w./-]+)=(?P<value>[\w.-]+)")
 
 # The ```json block right after "<!-- tf_config: <example> pod=<pod> -->" in examples/README.md
 README_BLOCK = re.compile(r"<!-- tf_config: (?P<example>\S+) pod=(?P<pod>\S+) -->\s*```json\n(?P<json>.*?)```", re.S)
@@ -133,17 +142,17 @@ def load_manifest(name: str) -> list[dict]:
         return [doc for doc in yaml.safe_load_all(f) if doc]
 
 
-def with_control_secret(text: str) -> tuple[str, int]:
-    """The manifest as a user who turns the control secret on makes it: every comment line right
-    below a SECRET_MARKER line, at the marker's indent, uncommented. Returns the text and the
-    number of lines uncommented."""
+def with_control_secret(text: str, marker: str = SECRET_MARKER) -> tuple[str, int]:
+    """The manifest as a user who turns the control secret (or another option's marker, such as
+    KUEUE_MARKER) on makes it: every comment line right below a marker line, at the marker's
+    indent, uncommented. Returns the text and the number of lines uncommented."""
     lines = text.splitlines(keepends=True)
     out, uncommented, i = [], 0, 0
     while i < len(lines):
         line = lines[i]
         out.append(line)
         i += 1
-        if line.lstrip().startswith(SECRET_MARKER):
+        if line.lstrip().startswith(marker):
             indent = line[:len(line) - len(line.lstrip())]
             while i < len(lines) and lines[i].startswith(indent + "# "):
                 out.append(indent + lines[i][len(indent) + 2:])
@@ -448,7 +457,7 @@ def test_control_secret_file_ships_no_usable_secret():
 
 
 def test_schema_check_rejects_an_unknown_field():
-    doc = copy.deepcopy(load_manifest("kubernetes/statefulset.yaml")[1])
+    doc = next(d for d in load_manifest("kubernetes/statefulset.yaml") if d["kind"] == "StatefulSet")
     doc["spec"]["template"]["spec"]["containers"][0]["enviroment"] = []
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(doc, KUBERNETES_VERSIONS[0], strict=True)
@@ -517,20 +526,37 @@ def selects(selector: dict, labels: dict) -> bool:
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
-def test_network_policy_admits_only_the_jobs_own_pods(name):
-    """One NetworkPolicy selects every pod of the example and no other example's pod, and admits
-    to its pods' ports (TensorFlow's and the control port) exactly those pods. PyTorch's pods
-    admit each other on every TCP port: Gloo and NCCL connect the ranks on ports the kernel picks."""
-    pods = kubernetes_pods(as_deployed(load_manifest(name)))
+def uses_nccl(docs: list[dict]) -> bool:
+    """Whether the job's tasks talk NCCL (or Gloo) to each other, on ports the kernel picks: PyTorch
+    always; TensorFlow's MultiWorkerMirroredStrategy on GPUs (its collective ops use NCCL there).
+    ParameterServerStrategy (a ps task) keeps to gRPC between tasks."""
+    pods = kubernetes_pods(as_deployed(docs))
+    if any("PET_NNODES" in p.env or "pytorch" in p.args or p.env.get("TFBOOT_FRAMEWORK") == "pytorch" for p in pods):
+        return True
+    gpus = any(GPU in (c.get("resources", {}).get("limits") or {})
+               for doc in as_deployed(docs) for t in pod_templates(doc) for c in t["spec"]["containers"])
+    has_ps = any("ps=" in p.env.get("TFBOOT_CLUSTER", "") for p in pods)
+    return gpus and not has_ps
+
+
+def check_network_policy(name: str, docs: list[dict], policy_docs: list[dict], header: str) -> None:
+    """One NetworkPolicy selects every pod of the example and no other example's pod, and admits to
+    its pods exactly those pods: on every TCP port when the job uses NCCL (NVIDIA/nccl#680: no fixed
+    ports), else on exactly its containers' ports (TensorFlow's and the control port). The policy
+    carries the label the example's header applies it by, and only it has that label."""
+    pods = kubernetes_pods(as_deployed(docs))
     others = [p for other in KUBERNETES_EXAMPLES if other != name for p in kubernetes_pods(as_deployed(load_manifest(other)))]
-    policies = [d for d in load_manifest(NETWORK_POLICY_FILE) if any(selects(d["spec"]["podSelector"], p.labels) for p in pods)]
+    policies = [d for d in policy_docs if any(selects(d["spec"]["podSelector"], p.labels) for p in pods)]
     assert len(policies) == 1, f"{name}: {len(policies)} NetworkPolicies select its pods"
     policy = policies[0]
     where = f"{NETWORK_POLICY_FILE}: {policy['metadata']['name']}"
     assert all(selects(policy["spec"]["podSelector"], p.labels) for p in pods), f"{where}: misses pods of {name}"
     assert not any(selects(policy["spec"]["podSelector"], p.labels) for p in others), f"{where}: selects other pods"
     assert policy["spec"]["policyTypes"] == ["Ingress"], where
+    applies = APPLY_POLICY.findall(header)
+    assert len(applies) == 1, f"{name}: its header must say `kubectl apply -f networkpolicy.yaml -l {POLICY_LABEL}=<job>` once"
+    labelled = [d for d in policy_docs if (d["metadata"].get("labels") or {}).get(applies[0][0]) == applies[0][1]]
+    assert labelled == [policy], f"{name}: `-l {applies[0][0]}={applies[0][1]}` applies {[d['metadata']['name'] for d in labelled]}"
     admitted_ports, every_port = set(), False
     for rule in policy["spec"]["ingress"]:
         assert rule.get("from"), f"{where}: a rule without `from` admits everyone"
@@ -546,12 +572,32 @@ def test_network_policy_admits_only_the_jobs_own_pods(name):
                 admitted_ports.add(port["port"])
             else:
                 every_port = True
-    if name in TORCH_KUBERNETES_EXAMPLES:
-        assert every_port and not admitted_ports, f"{where}: the ranks' ports are not known in advance: admit every TCP port"
+    if uses_nccl(docs):
+        assert every_port and not admitted_ports, f"{where}: NCCL's ports are not known in advance: admit every TCP port"
         return
     assert not every_port, f"{where}: admits every port"
     assert admitted_ports == {port for p in pods for port in p.ports}, f"{where}: ports {admitted_ports}"
     assert CONTROL_PORT in admitted_ports, where
+
+
+def manifest_header(name: str) -> str:
+    with open(os.path.join(EXAMPLES_DIR, name)) as f:
+        return "".join(line for line in f if line.startswith("#"))
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_network_policy_admits_only_the_jobs_own_pods(name):
+    check_network_policy(name, load_manifest(name), load_manifest(NETWORK_POLICY_FILE), manifest_header(name))
+
+
+def test_network_policies_are_labelled_by_their_job():
+    """`kubectl apply -f networkpolicy.yaml -l app.kubernetes.io/name=<job>` applies one policy."""
+    policies = load_manifest(NETWORK_POLICY_FILE)
+    values = [(d["metadata"].get("labels") or {}).get(POLICY_LABEL) for d in policies]
+    assert values == [d["metadata"]["name"] for d in policies], values
+    header = manifest_header(NETWORK_POLICY_FILE)
+    assert all(m[1] in values for m in APPLY_POLICY.findall(header)) and APPLY_POLICY.search(header), header
+    assert not re.search(r"^#\s+kubectl apply -f networkpolicy\.yaml\s*$", header, re.M), "a command that applies all"
 
 
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
@@ -644,6 +690,374 @@ def test_compose_file_with_its_control_secret_passes_compose_config(name, tmp_pa
         assert [s["source"] for s in service["secrets"]] == ["tfboot-control"], f"{name}: {service_name}"
         # compose mounts a secret at /run/secrets/<name>
         assert service["environment"]["TFBOOT_CONTROL_SECRET_FILE"] == "/run/secrets/tfboot-control", f"{name}: {service_name}"
+
+
+# --------------------------------------------------------------------------------------------
+# What the API server checks beyond the schema, and names that must agree
+
+
+POD_FAILURE_ACTIONS = {"FailJob", "FailIndex", "Ignore", "Count"}
+POD_CONDITION_STATUSES = {"True", "False", "Unknown"}
+
+
+def check_job_api_rules(spec: dict, where: str) -> None:
+    """The cross-field rules the API server applies to a Job spec (batch/v1 validation), which no
+    schema says: podFailurePolicy only with restartPolicy Never; each rule on exit codes or on pod
+    conditions, not both; exit code values unique and ordered, no 0 with In, containerName naming
+    one of the pod's containers; FailIndex only with backoffLimitPerIndex; per-index limits only
+    for Indexed Jobs; an Indexed Job's completions given."""
+    pod = spec["template"]["spec"]
+    assert pod.get("restartPolicy") in ("Never", "OnFailure"), f"{where}: a Job's restartPolicy is Never or OnFailure"
+    indexed = spec.get("completionMode", "NonIndexed") == "Indexed"
+    if indexed:
+        assert isinstance(spec.get("completions"), int), f"{where}: an Indexed Job needs completions"
+    if "backoffLimitPerIndex" in spec:
+        assert indexed, f"{where}: backoffLimitPerIndex needs completionMode Indexed"
+    if "maxFailedIndexes" in spec:
+        assert "backoffLimitPerIndex" in spec, f"{where}: maxFailedIndexes needs backoffLimitPerIndex"
+    for key in ("ttlSecondsAfterFinished", "backoffLimit", "activeDeadlineSeconds"):
+        if key in spec:
+            assert isinstance(spec[key], int) and spec[key] >= 0, f"{where}: {key}"
+    policy = spec.get("podFailurePolicy")
+    if not policy:
+        return
+    assert pod["restartPolicy"] == "Never", f"{where}: podFailurePolicy needs restartPolicy Never"
+    containers = {c["name"] for c in pod["containers"]} | {c["name"] for c in pod.get("initContainers", [])}
+    rules = policy["rules"]
+    assert len(rules) <= 20, f"{where}: at most 20 podFailurePolicy rules"
+    for i, rule in enumerate(rules):
+        rule_where = f"{where}: podFailurePolicy.rules[{i}]"
+        assert rule["action"] in POD_FAILURE_ACTIONS, f"{rule_where}: action {rule['action']}"
+        if rule["action"] == "FailIndex":
+            assert "backoffLimitPerIndex" in spec, f"{rule_where}: action FailIndex needs backoffLimitPerIndex"
+        exit_codes, conditions = rule.get("onExitCodes"), rule.get("onPodConditions") or []
+        assert (exit_codes is None) != (not conditions), f"{rule_where}: one of onExitCodes and onPodConditions, not both"
+        if exit_codes is not None:
+            values = exit_codes["values"]
+            assert exit_codes["operator"] in ("In", "NotIn"), f"{rule_where}: operator {exit_codes['operator']}"
+            assert 1 <= len(values) <= 255, f"{rule_where}: 1 to 255 exit code values"
+            assert values == sorted(set(values)), f"{rule_where}: exit code values must be ordered and unique: {values}"
+            assert not (exit_codes["operator"] == "In" and 0 in values), f"{rule_where}: 0 with operator In"
+            if "containerName" in exit_codes:
+                assert exit_codes["containerName"] in containers, \
+                    f"{rule_where}: containerName {exit_codes['containerName']} is no container of the pod ({sorted(containers)})"
+        for condition in conditions:
+            assert condition.get("type") and condition.get("status", "True") in POD_CONDITION_STATUSES, f"{rule_where}: {condition}"
+
+
+def check_job_rules_of_manifest(name: str, docs: list[dict]) -> None:
+    # The manifests' own Jobs (a TrainJob's is its runtime's).
+    for doc in docs:
+        for spec in job_specs(doc):
+            check_job_api_rules(spec, f"{name}: {doc['kind']} {doc['metadata']['name']}")
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_jobs_keep_the_api_servers_cross_field_rules(name):
+    check_job_rules_of_manifest(name, load_manifest(name))
+    check_job_rules_of_manifest(f"{name} (Kueue on)", load_manifest_with(name, KUEUE_MARKER, required=False))
+
+
+# The pod names the rules of README ("Identity") make of a StatefulSet's pod and an Indexed Job's
+# hostname: <prefix>-<type>-<ordinal> and <prefix>-<index>, ordinals without leading zeros.
+STATEFULSET_POD = re.compile(r"^(?P<prefix>[a-z0-9][-a-z0-9]*)-(?P<type>chief|worker|ps|evaluator)-(?P<ordinal>0|[1-9][0-9]*)$")
+INDEXED_POD = re.compile(r"^(?P<prefix>[a-z0-9][-a-z0-9]*)-(?P<index>0|[1-9][0-9]*)$")
+
+
+def parse_cluster(spec: str) -> dict[str, int]:
+    counts = {}
+    for item in spec.split(","):
+        task_type, count = item.split("=")
+        counts[task_type.strip()] = int(count)
+    return counts
+
+
+def check_names(name: str, docs: list[dict]) -> None:
+    """Names that must agree: a StatefulSet's serviceName and a Job pod's subdomain name a headless
+    Service of the file that selects those pods; every pod's TFBOOT_CLUSTER is the same; and the
+    peers' names tfboot makes (from TFBOOT_PEER_TEMPLATE, else from the pod name or hostname by
+    README's pattern) are exactly the pods' hostnames, one per task, each pod its own task."""
+    deployed = as_deployed(docs)
+    services = {d["metadata"]["name"]: d for d in deployed if d["kind"] == "Service"}
+    for doc in deployed:
+        where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
+        labels_of = [t.get("metadata", {}).get("labels", {}) for t in pod_templates(doc)]
+        subdomain = None
+        if doc["kind"] == "StatefulSet":
+            subdomain = doc["spec"]["serviceName"]
+            assert subdomain in services, f"{where}: serviceName {subdomain} names no Service in the file"
+        elif doc["kind"] == "Job":
+            subdomain = doc["spec"]["template"]["spec"].get("subdomain")
+            assert subdomain in services, f"{where}: subdomain {subdomain} names no Service in the file"
+        elif doc["kind"] == "JobSet":
+            subdomain = doc["spec"].get("network", {}).get("subdomain", doc["metadata"]["name"])
+            assert subdomain not in services, f"{where}: the controller makes the Service {subdomain}; the file must not"
+            for template in pod_templates(doc):
+                assert template["spec"].get("subdomain") in (None, subdomain), f"{where}: a pod subdomain besides network.subdomain"
+            continue
+        if subdomain is not None:
+            service = services[subdomain]
+            assert service["spec"].get("clusterIP") == "None", f"{where}: Service {subdomain} is not headless"
+            for labels in labels_of:
+                assert service["spec"]["selector"].items() <= labels.items(), f"{where}: Service {subdomain} does not select its pods"
+    pods = kubernetes_pods(deployed)
+    clusters = {p.env.get("TFBOOT_CLUSTER") for p in pods}
+    if clusters == {None}:
+        assert all("PET_NNODES" in p.env for p in pods), f"{name}: pods without TFBOOT_CLUSTER and no platform's variables"
+        return
+    assert len(clusters) == 1, f"{name}: the pods' TFBOOT_CLUSTER differ: {sorted(map(str, clusters))}"
+    cluster = parse_cluster(clusters.pop())
+    hostnames = [p.hostname for p in pods]
+    assert len(set(hostnames)) == len(hostnames), f"{name}: two pods with one hostname"
+    peers = set()
+    for pod in pods:
+        template = pod.env.get("TFBOOT_PEER_TEMPLATE")
+        assert "TFBOOT_CHIEF_AT_ORDINAL_0" not in pod.env, f"{name}: TFBOOT_CHIEF_AT_ORDINAL_0 is not modelled here"
+        if template:
+            assert not set(re.findall(r"\{(\w+)\}", template)) - {"type", "index"}, f"{name}: {template}: only {{type}} {{index}} modelled"
+            task_type = pod.env.get("TFBOOT_TASK_TYPE") or (next(iter(cluster)) if len(cluster) == 1 else None)
+            assert task_type in cluster, f"{name}: pod {pod.name}: task type {task_type} is not in {cluster}"
+            index = int(pod.env["JOB_COMPLETION_INDEX"])
+            own = template.format(type=task_type, index=index)
+            assert own == pod.hostname, f"{name}: pod {pod.hostname} is {task_type}:{index}, whose name by {template} is {own}"
+            peers |= {template.format(type=t, index=i) for t, n in cluster.items() for i in range(n)}
+        elif (m := STATEFULSET_POD.match(pod.hostname)):
+            assert m["type"] in cluster and int(m["ordinal"]) < cluster[m["type"]], \
+                f"{name}: pod {pod.hostname} is no task of {cluster} (<prefix>-<type>-<ordinal>)"
+            peers |= {f"{m['prefix']}-{t}-{i}" for t, n in cluster.items() for i in range(n)}
+        elif (m := INDEXED_POD.match(pod.hostname)):
+            assert len(cluster) == 1, f"{name}: hostname {pod.hostname} names no task type of {cluster}: give TFBOOT_TASK_TYPE"
+            peers |= {f"{m['prefix']}-{i}" for i in range(next(iter(cluster.values())))}
+        else:
+            pytest.fail(f"{name}: hostname {pod.hostname} has no task in it (<prefix>-<type>-<ordinal>, no leading zeros)")
+    assert peers == set(hostnames), \
+        f"{name}: peers {sorted(peers - set(hostnames))} have no pod, pods {sorted(set(hostnames) - peers)} are no peer"
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_names_agree(name):
+    check_names(name, load_manifest(name))
+
+
+def check_resources(name: str, docs: list[dict], tfboot_options: dict) -> None:
+    """Every task that computes requests GPUs (the examples' images are GPU images): every pod but a
+    ParameterServerStrategy's chief and ps; a PyTorch pod as many as --nproc-per-node starts
+    processes (the TrainJob's numProcPerNode). A checkpoint volume outlives the pods: a claim of the
+    file, ReadWriteMany, mounted at /checkpoints in every pod of a Job (and the chief of a
+    StatefulSet job), and a PyTorch trainer's --checkpoint-dir. A Job and a JobSet are deleted some
+    time after they end (ttlSecondsAfterFinished)."""
+    claims = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PersistentVolumeClaim"}
+    for claim in claims.values():
+        assert claim["spec"]["accessModes"] == ["ReadWriteMany"], f"{name}: claim {claim['metadata']['name']}: every node mounts it"
+    mounted_anywhere = False
+    for doc in docs:
+        where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
+        if doc["kind"] in ("Job", "JobSet"):
+            assert isinstance(doc["spec"].get("ttlSecondsAfterFinished"), int), f"{where}: ttlSecondsAfterFinished"
+        if doc["kind"] == "TrainJob":
+            trainer = doc["spec"]["trainer"]
+            assert trainer["resourcesPerNode"]["limits"].get(GPU) == trainer["numProcPerNode"], f"{where}: GPUs = numProcPerNode"
+            continue
+        for template in pod_templates(doc):
+            container = template["spec"]["containers"][0]
+            env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+            cluster = env.get("TFBOOT_CLUSTER", "")
+            task_type = env.get("TFBOOT_TASK_TYPE") or (doc["metadata"]["name"].rsplit("-", 1)[-1] if doc["kind"] == "StatefulSet" else "worker")
+            gpus = (container.get("resources", {}).get("limits") or {}).get(GPU)
+            if "ps=" not in cluster or task_type == "worker":
+                assert isinstance(gpus, int) and gpus >= 1, f"{where}: a {task_type} task requests no {GPU}"
+            options, command = split_tfboot_args([*container.get("command", [])[1:], *(container.get("args") or [])],
+                                                 tfboot_options["options"])
+            if "--nproc-per-node" in options:
+                nproc = options[options.index("--nproc-per-node") + 1]
+                assert nproc == str(gpus), f"{where}: --nproc-per-node {nproc} for {gpus} GPUs"
+            volumes = {v["name"]: v for v in template["spec"].get("volumes", [])}
+            mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == CHECKPOINT_DIR]
+            if mounts:
+                mounted_anywhere = True
+                claim = volumes[mounts[0]["name"]].get("persistentVolumeClaim", {}).get("claimName")
+                assert claim in claims, f"{where}: {CHECKPOINT_DIR} is no claim of the file ({claim})"
+                if "--checkpoint-dir" in command:
+                    assert command[command.index("--checkpoint-dir") + 1] == CHECKPOINT_DIR, f"{where}: --checkpoint-dir"
+            if doc["kind"] in ("Job", "JobSet") or task_type == "chief":
+                assert mounts, f"{where}: no checkpoint volume at {CHECKPOINT_DIR}: a replaced pod could not resume"
+            if "train_torch.py" in command:
+                assert "--checkpoint-dir" in command, f"{where}: train_torch.py keeps its checkpoint in the pod without --checkpoint-dir"
+    if any(d["kind"] != "TrainJob" for d in docs):
+        assert mounted_anywhere, f"{name}: no checkpoint volume"
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_requests_gpus_keeps_checkpoints_and_cleans_up(name, tfboot_options):
+    check_resources(name, load_manifest(name), tfboot_options)
+
+
+def load_manifest_with(name: str, marker: str, required: bool = True) -> list[dict]:
+    with open(os.path.join(EXAMPLES_DIR, name)) as f:
+        text, uncommented = with_control_secret(f.read(), marker)
+    assert uncommented or not required, f"{name}: no lines under {marker!r}"
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def check_kueue(name: str, docs: list[dict], variant: list[dict]) -> None:
+    """A Job or JobSet example has a Kueue variant: the lines under KUEUE_MARKER put the queue label
+    on the Job (JobSet) and create it suspended; without them it is neither."""
+    for doc, queued in zip(docs, variant):
+        if doc["kind"] not in ("Job", "JobSet"):
+            continue
+        where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
+        assert not doc["spec"].get("suspend") and KUEUE_QUEUE_LABEL not in doc["metadata"].get("labels", {}), where
+        assert queued["spec"].get("suspend") is True, f"{where}: the Kueue variant must be created suspended"
+        assert queued["metadata"].get("labels", {}).get(KUEUE_QUEUE_LABEL), f"{where}: the Kueue variant has no {KUEUE_QUEUE_LABEL}"
+        rest = {**queued, "spec": {k: v for k, v in queued["spec"].items() if k != "suspend"},
+                "metadata": {**queued["metadata"], "labels": {k: v for k, v in queued["metadata"].get("labels", {}).items()
+                                                              if k != KUEUE_QUEUE_LABEL}}}
+        if not rest["metadata"]["labels"]:
+            del rest["metadata"]["labels"]
+        assert rest == doc, f"{where}: the Kueue lines change more than suspend and the queue label"
+
+
+JOB_EXAMPLES = [n for n in KUBERNETES_EXAMPLES if any(d["kind"] in ("Job", "JobSet") for d in load_manifest(n))]
+
+
+@pytest.mark.parametrize("name", JOB_EXAMPLES)
+def test_job_has_a_kueue_variant_that_passes_the_schemas(name):
+    variant = load_manifest_with(name, KUEUE_MARKER)
+    check_manifest_schemas(variant, f"{name} (Kueue on)")
+    check_kueue(name, load_manifest(name), variant)
+
+
+def job_spec_of(docs: list[dict], index: int = 0) -> dict:
+    return [s for d in docs for s in job_specs(d)][index]
+
+
+def first_rule_on_exit_codes(docs: list[dict]) -> dict:
+    return next(r for r in job_spec_of(docs)["podFailurePolicy"]["rules"] if r.get("onExitCodes"))
+
+
+def set_env(docs: list[dict], variable: str, value: str) -> None:
+    for doc in docs:
+        for template in pod_templates(doc):
+            for item in template["spec"]["containers"][0]["env"]:
+                if item["name"] == variable:
+                    item["value"] = value
+
+
+def mutate(docs, kind, path, value):
+    doc = next(d for d in docs if d["kind"] == kind)
+    *parents, last = path
+    for key in parents:
+        doc = doc[key]
+    doc[last] = value
+
+
+# Each check above, on a deliberately broken copy of a manifest: (manifest, what is broken, how,
+# the check, what its message must say). A check that passes these cannot pass vacuously.
+BROKEN = [
+    ("indexed-job.yaml", "restartPolicy OnFailure",
+     lambda d: mutate(d, "Job", ["spec", "template", "spec", "restartPolicy"], "OnFailure"), "job", "restartPolicy Never"),
+    ("jobset.yaml", "a JobSet Job's restartPolicy OnFailure",
+     lambda d: job_spec_of(d, 1)["template"]["spec"].update(restartPolicy="OnFailure"), "job", "restartPolicy Never"),
+    ("indexed-job.yaml", "exit codes out of order",
+     lambda d: job_spec_of(d)["podFailurePolicy"]["rules"][1]["onExitCodes"].update(values=[6, 5, 2]), "job", "ordered"),
+    ("pytorch-jobset.yaml", "an exit code twice",
+     lambda d: job_spec_of(d)["podFailurePolicy"]["rules"][1]["onExitCodes"].update(values=[2, 5, 5, 6]), "job", "unique"),
+    ("indexed-job.yaml", "exit code 0 with In",
+     lambda d: first_rule_on_exit_codes(d)["onExitCodes"].update(values=[0, 200]), "job", "0 with operator In"),
+    ("jobset.yaml", "containerName of no container",
+     lambda d: first_rule_on_exit_codes(d)["onExitCodes"].update(containerName="trainr"), "job", "containerName trainr"),
+    ("pytorch-indexed-job.yaml", "FailIndex without backoffLimitPerIndex",
+     lambda d: job_spec_of(d)["podFailurePolicy"]["rules"][1].update(action="FailIndex"), "job", "FailIndex needs backoffLimitPerIndex"),
+    ("indexed-job.yaml", "onExitCodes and onPodConditions in one rule",
+     lambda d: first_rule_on_exit_codes(d).update(onPodConditions=[{"type": "DisruptionTarget", "status": "True"}]), "job",
+     "not both"),
+    ("statefulset.yaml", "serviceName of no Service",
+     lambda d: mutate(d, "StatefulSet", ["spec", "serviceName"], "mnist-svc"), "names", "serviceName mnist-svc"),
+    ("indexed-job.yaml", "subdomain of no Service",
+     lambda d: mutate(d, "Job", ["spec", "template", "spec", "subdomain"], "resnet-svc"), "names", "subdomain resnet-svc"),
+    ("parameter-server.yaml", "a Service renamed",
+     lambda d: mutate(d, "Service", ["metadata", "name"], "recsys-svc"), "names", "serviceName recsys"),
+    ("pytorch-indexed-job.yaml", "a Service that selects other pods",
+     lambda d: mutate(d, "Service", ["spec", "selector"], {"app.kubernetes.io/name": "other"}), "names", "does not select"),
+    ("jobset.yaml", "a peer template of another job index",
+     lambda d: set_env(d, "TFBOOT_PEER_TEMPLATE", "bert-{type}-1-{index}"), "names", "name by"),
+    ("pytorch-jobset.yaml", "a peer template of another JobSet",
+     lambda d: set_env(d, "TFBOOT_PEER_TEMPLATE", "vits-node-0-{index}"), "names", "name by"),
+    ("statefulset.yaml", "replicas beyond TFBOOT_CLUSTER",
+     lambda d: mutate(d, "StatefulSet", ["spec", "replicas"], 4), "names", "no task of"),
+    ("statefulset.yaml", "TFBOOT_CLUSTER beyond the replicas",
+     lambda d: set_env(d, "TFBOOT_CLUSTER", "worker=4"), "names", "have no pod"),
+    ("indexed-job.yaml", "completions below TFBOOT_CLUSTER",
+     lambda d: job_spec_of(d).update(completions=2, parallelism=2), "names", "have no pod"),
+    ("parameter-server.yaml", "a StatefulSet named after no task type",
+     lambda d: mutate(d, "StatefulSet", ["metadata", "name"], "recsys-master"), "names", "names no task type"),
+    ("indexed-job.yaml", "no GPU", lambda d: job_spec_of(d)["template"]["spec"]["containers"][0].pop("resources"),
+     "resources", "requests no nvidia.com/gpu"),
+    ("pytorch-jobset.yaml", "--nproc-per-node beside the GPUs",
+     lambda d: job_spec_of(d)["template"]["spec"]["containers"][0]["resources"]["limits"].update({GPU: 4}),
+     "resources", "--nproc-per-node 2 for 4 GPUs"),
+    ("jobset.yaml", "no checkpoint volume",
+     lambda d: job_spec_of(d)["template"]["spec"]["containers"][0].pop("volumeMounts"), "resources", "no checkpoint volume"),
+    ("statefulset.yaml", "a checkpoint claim the file lacks",
+     lambda d: mutate(d, "PersistentVolumeClaim", ["metadata", "name"], "other"), "resources", "no claim of the file"),
+    ("pytorch-indexed-job.yaml", "no ttlSecondsAfterFinished",
+     lambda d: job_spec_of(d).pop("ttlSecondsAfterFinished"), "resources", "ttlSecondsAfterFinished"),
+    ("statefulset.yaml", "a TensorFlow GPU job whose policy admits fixed ports only",
+     lambda d: None, "policy-fixed-ports", "admit every TCP port"),
+    ("parameter-server.yaml", "a ParameterServerStrategy job whose policy admits every port",
+     lambda d: None, "policy-every-port", "admits every port"),
+    ("indexed-job.yaml", "a header that applies another job's policy",
+     lambda d: None, "policy-header", "applies"),
+    ("jobset.yaml", "a Kueue variant that is not suspended",
+     lambda d: None, "kueue", "created suspended"),
+]
+
+
+def run_broken_check(check: str, name: str, docs: list[dict], tfboot_options: dict, broken: bool = False) -> None:
+    """check on docs; for the checks of what is not in docs (the NetworkPolicy, the header, the
+    Kueue variant), broken=True breaks that instead."""
+    policies = load_manifest(NETWORK_POLICY_FILE)
+    header = manifest_header(name)
+    if check == "job":
+        check_job_rules_of_manifest(name, docs)
+    elif check == "names":
+        check_names(name, docs)
+    elif check == "resources":
+        check_resources(name, docs, tfboot_options)
+    elif check.startswith("policy"):
+        policy_name = APPLY_POLICY.search(header)["value"]
+        policy = next(p for p in policies if p["metadata"]["name"] == policy_name)
+        if not broken:
+            pass
+        elif check == "policy-fixed-ports":
+            policy["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP", "port": 2220}, {"protocol": "TCP", "port": 2222}]
+        elif check == "policy-every-port":
+            policy["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP"}]
+        elif check == "policy-header":
+            header = header.replace(f"={policy_name}", "=mnist" if policy_name != "mnist" else "=resnet")
+        check_network_policy(name, docs, policies, header)
+    elif check == "kueue":
+        variant = load_manifest_with(name, KUEUE_MARKER)
+        if broken:
+            next(d for d in variant if d["kind"] in ("Job", "JobSet"))["spec"].pop("suspend")
+        check_kueue(name, docs, variant)
+
+
+@pytest.mark.parametrize("file, broken, change, check, message", BROKEN, ids=[b[1] for b in BROKEN])
+def test_each_check_fails_on_a_broken_manifest(file, broken, change, check, message, tfboot_options):
+    name = f"kubernetes/{file}"
+    run_broken_check(check, name, load_manifest(name), tfboot_options)     # the manifest as it is passes
+    docs = load_manifest(name)
+    change(docs)
+    with pytest.raises((AssertionError, pytest.fail.Exception), match=re.escape(message)):
+        run_broken_check(check, name, docs, tfboot_options, broken=True)
+
+
+def test_job_rules_allow_fail_index_with_backoff_limit_per_index():
+    spec = copy.deepcopy(job_spec_of(load_manifest("kubernetes/indexed-job.yaml")))
+    spec["podFailurePolicy"]["rules"][1]["action"] = "FailIndex"
+    spec["backoffLimitPerIndex"] = 1
+    check_job_api_rules(spec, "FailIndex with backoffLimitPerIndex")
 
 
 # --------------------------------------------------------------------------------------------

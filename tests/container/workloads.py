@@ -151,6 +151,8 @@ def kubernetes_pods(docs: list[dict], namespace: str = "default") -> list[Pod]:
                 name = f"{meta['name']}-{ordinal}"
                 labels = {"statefulset.kubernetes.io/pod-name": name, "apps.kubernetes.io/pod-index": str(ordinal)}
                 pods.append(_make_pod(name, name, spec["serviceName"], namespace, template, labels, {}, {}))
+        elif kind == "PersistentVolumeClaim":
+            continue                 # storage (the checkpoints): no pods, no names
         elif kind == "Job":
             pods += _indexed_job_pods(meta["name"], spec, namespace, "", {})
         elif kind == "JobSet":

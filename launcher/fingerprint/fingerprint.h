@@ -33,9 +33,11 @@ struct Fingerprint {
   std::string gpu_count{fingerprint_absent};       // "4"
   std::string visible_devices{fingerprint_absent}; // "NVIDIA_VISIBLE_DEVICES=all"
   std::string distributions{fingerprint_absent};   // "312 distributions, sha256 1a2b3c4d5e6f7a8b"
-  // Not a field of the wire or of the comparison: empty, or why reading stopped early (for the
-  // task's own log and startup.json).
+  // Not fields of the wire or of the comparison, for the task's own log and startup.json: empty,
+  // or why reading stopped early; the Python whose packages were read ("/opt/venv/bin/python"),
+  // or empty when none was found.
   std::string cut_short;
+  std::string interpreter;
 };
 
 // How much reading a fingerprint may cost: the directory entries listed in all, and the time.
@@ -59,9 +61,14 @@ extern const std::array<FingerprintField, 13> fingerprint_fields;
 // max_fingerprint_value; "absent" when nothing is left. Files and peers' JSON both go through it.
 std::string clean_fingerprint_value(std::string_view text);
 
-// `root` prefixes every path read ("" in production; a fake tree in tests). `env` supplies PATH,
-// PYTHONPATH, HOME, LD_LIBRARY_PATH, NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.
-Fingerprint read_fingerprint(const Environment& env, const std::string& root = "", const FingerprintLimits& limits = {});
+// `command` is the task's: the Python it names is the one read ("/opt/venv/bin/python train.py",
+// "python3 -m ...", "/usr/bin/env python3 ...", a script whose "#!" line names Python, as
+// torchrun's does; a pyenv shim stands for the version pyenv would pick); a command that names
+// none gets `python`, else `python3`, on PATH. `root` prefixes every path read ("" in production;
+// a fake tree in tests). `env` supplies PATH, PYTHONPATH, HOME, PYENV_VERSION, LD_LIBRARY_PATH,
+// NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.
+Fingerprint read_fingerprint(const Environment& env, const std::vector<std::string>& command, const std::string& root = "",
+                             const FingerprintLimits& limits = {});
 
 // One compact JSON object with the field names as keys, in the order of fingerprint_fields.
 std::string to_json(const Fingerprint& fingerprint);

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -203,17 +204,115 @@ PythonInstall system_install(const Tree& tree, const std::string& executable, co
   return install;
 }
 
-// `python` on PATH as the default command finds it; `python3` when there is no `python`.
-PythonInstall find_python(const Tree& tree, const Environment& env) {
+struct FoundPython {
+  std::string executable;  // "" when none was found
+  PythonInstall install;
+};
+
+std::string file_name(const std::string& path) { return fs::path(path).filename().string(); }
+
+bool is_python_name(std::string_view name) { return name.starts_with("python"); }
+
+// Where `program` runs from: a path as given (relative ones from our working directory, which is
+// the command's), a bare name from the first PATH directory that has it.
+std::optional<std::string> find_program(const Tree& tree, const std::vector<std::string>& path_dirs, const std::string& program) {
+  if (program.empty()) return std::nullopt;
+  if (program.find('/') != std::string::npos) {
+    std::error_code error;
+    std::string logical = program.starts_with('/') ? program : fs::absolute(program, error).lexically_normal().string();
+    if (error || !tree.exists(tree.resolve(logical))) return std::nullopt;
+    return logical;
+  }
+  for (const auto& dir : path_dirs) {
+    // A symlink is judged by its target in the tree.
+    if (tree.exists(tree.resolve(dir + "/" + program))) return dir + "/" + program;
+  }
+  return std::nullopt;
+}
+
+// "env -i PATH=/x python3 a.py" -> {"python3", "a.py"}: env's options and assignments dropped
+// (-u and -C take a value; -S splits its value into words).
+std::vector<std::string> after_env(std::vector<std::string> words) {
+  if (words.empty() || file_name(words[0]) != "env") return words;
+  std::size_t at = 1;
+  while (at < words.size()) {
+    const std::string& word = words[at];
+    if (word == "-S" || word == "--split-string") {
+      if (at + 1 >= words.size()) return {};
+      std::vector<std::string> split;
+      for (std::string_view part : split_non_empty(words[at + 1], ' ')) split.emplace_back(part);
+      split.insert(split.end(), words.begin() + static_cast<std::ptrdiff_t>(at + 2), words.end());
+      split.insert(split.begin(), "env");
+      return after_env(std::move(split));
+    }
+    if (word == "-u" || word == "--unset" || word == "-C" || word == "--chdir") at += 2;
+    else if (word.starts_with('-') || word.find('=') != std::string::npos) at += 1;
+    else break;
+  }
+  return std::vector<std::string>(words.begin() + static_cast<std::ptrdiff_t>(std::min(at, words.size())), words.end());
+}
+
+// The Python a command names, as written: argv[0] itself, the program after env, or the
+// interpreter on the "#!" line of the script it runs. nullopt: it names none (a shell, a binary).
+std::optional<std::string> named_python(const Tree& tree, const std::vector<std::string>& path_dirs,
+                                        const std::vector<std::string>& command) {
+  const std::vector<std::string> words = after_env(command);
+  if (words.empty()) return std::nullopt;
+  if (is_python_name(file_name(words[0]))) return words[0];
+  auto program = find_program(tree, path_dirs, words[0]);
+  if (!program) return std::nullopt;
+  const std::string head = tree.read_head(tree.resolve(*program), 512).value_or("");
+  if (!head.starts_with("#!")) return std::nullopt;
+  std::string line = head.substr(2, head.find('\n') - 2);
+  std::replace(line.begin(), line.end(), '\t', ' ');
+  std::erase(line, '\r');
+  std::vector<std::string> interpreter;
+  for (std::string_view part : split_non_empty(line, ' ')) interpreter.emplace_back(part);
+  interpreter = after_env(std::move(interpreter));
+  if (interpreter.empty() || !is_python_name(file_name(interpreter[0]))) return std::nullopt;
+  return interpreter[0];
+}
+
+// A pyenv shim ("<pyenv root>/shims/python3", a shell script) runs the version that PYENV_VERSION
+// or pyenv's global version file names; "system" is the next one on PATH. nullopt: not a shim.
+std::optional<std::string> through_pyenv_shim(const Tree& tree, const Environment& env, const std::vector<std::string>& path_dirs,
+                                              const std::string& executable) {
+  const std::string shims = parent(executable);
+  const std::string pyenv_root = parent(shims);
+  if (file_name(shims) != "shims" || !tree.exists(pyenv_root + "/versions")) return std::nullopt;
+  std::string version = env_value(env, "PYENV_VERSION");
+  if (version.empty()) version = tree.read_head(pyenv_root + "/version", 4096).value_or("");
+  const auto versions = split_non_empty(version, version.find(':') != std::string::npos ? ':' : '\n');
+  version = versions.empty() ? "system" : clean_fingerprint_value(versions.front());
+  if (version == "system" || version == fingerprint_absent) {
+    std::vector<std::string> others;
+    std::copy_if(path_dirs.begin(), path_dirs.end(), std::back_inserter(others), [&](const std::string& dir) { return dir != shims; });
+    return find_program(tree, others, file_name(executable)).value_or("");
+  }
+  const std::string real = pyenv_root + "/versions/" + version + "/bin/" + file_name(executable);
+  return tree.exists(tree.resolve(real)) ? real : "";
+}
+
+FoundPython python_at(const Tree& tree, const Environment& env, const std::vector<std::string>& path_dirs, std::string executable) {
+  if (auto shimmed = through_pyenv_shim(tree, env, path_dirs, executable)) executable = *shimmed;
+  if (executable.empty()) return {};
+  const std::string dir = parent(executable);
+  if (tree.exists(parent(dir) + "/pyvenv.cfg")) return {executable, venv_install(tree, parent(dir), env)};
+  return {executable, system_install(tree, executable, env)};
+}
+
+// The command's own Python when it names one, else `python` on PATH as the default command finds
+// it, `python3` when there is no `python`. A Python the command names but that is missing is none.
+FoundPython find_python(const Tree& tree, const Environment& env, const std::vector<std::string>& command) {
   std::string path = env_value(env, "PATH");
   const auto parts = split_non_empty(path.empty() ? default_path : path, ':');
   const std::vector<std::string> dirs(parts.begin(), parts.end());
-  for (const char* program : {"/python", "/python3"}) {
-    for (const auto& dir : dirs) {
-      if (!tree.exists(tree.resolve(dir + program))) continue;  // a symlink is judged by its target in the tree
-      if (tree.exists(parent(dir) + "/pyvenv.cfg")) return venv_install(tree, parent(dir), env);
-      return system_install(tree, dir + program, env);
-    }
+  if (auto named = named_python(tree, dirs, command)) {
+    auto executable = find_program(tree, dirs, *named);
+    return executable ? python_at(tree, env, dirs, *executable) : FoundPython{};
+  }
+  for (const char* program : {"python", "python3"}) {
+    if (auto executable = find_program(tree, dirs, program)) return python_at(tree, env, dirs, *executable);
   }
   return {};
 }
@@ -375,9 +474,11 @@ std::string visible_devices(const Environment& env) {
 
 }  // namespace
 
-Fingerprint read_fingerprint(const Environment& env, const std::string& root, const FingerprintLimits& limits) {
+Fingerprint read_fingerprint(const Environment& env, const std::vector<std::string>& command, const std::string& root,
+                             const FingerprintLimits& limits) {
   const Tree tree(root, limits);
-  PythonInstall python = find_python(tree, env);
+  const FoundPython found = find_python(tree, env, command);
+  const PythonInstall& python = found.install;
   const std::string python_path = env_value(env, "PYTHONPATH");
   const auto parts = split_non_empty(python_path, ':');
   std::vector<std::string> search_dirs(parts.begin(), parts.end());
@@ -398,6 +499,7 @@ Fingerprint read_fingerprint(const Environment& env, const std::string& root, co
   fingerprint.visible_devices = visible_devices(env);
   fingerprint.distributions = distributions_digest(tree, search_dirs);
   fingerprint.cut_short = tree.cut_short();
+  if (python.version != fingerprint_absent) fingerprint.interpreter = found.executable;
   return fingerprint;
 }
 

@@ -239,7 +239,11 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   if (!made) return std::unexpected(made.error());
   const JobSettings& settings = *made;
   if (auto checked = check_job_settings(settings); !checked) return std::unexpected(checked.error());
-  const Fingerprint own = read_fingerprint(env);
+  const Fingerprint own = read_fingerprint(env, options.command.empty() ? default_command : options.command);
+  if (own.interpreter.empty()) {
+    log::warn("environment check: no Python found for the command (not named by it, nor python or python3 on PATH): "
+              "Python, TensorFlow, PyTorch, JAX and the distributions are compared as \"absent\"");
+  }
   if (!own.cut_short.empty()) {
     log::warn("environment check: reading this task's environment {}; the check compares what was read", own.cut_short);
   }

@@ -46,7 +46,10 @@ struct FakeTree {
     link("/usr/bin/python", "python3.11");
     file("/usr/lib/python3.11/os.py");
   }
-  Fingerprint read(const Environment& env = {{"PATH", "/usr/local/bin:/usr/bin"}}) const { return read_fingerprint(env, root); }
+  // A command that names no Python (a shell script, a binary): `python` on PATH is read.
+  Fingerprint read(const Environment& env = {{"PATH", "/usr/local/bin:/usr/bin"}}, const std::vector<std::string>& command = {}) const {
+    return read_fingerprint(env, command, root);
+  }
 };
 
 const std::string site = "/usr/local/lib/python3.11/dist-packages";
@@ -58,6 +61,7 @@ TEST_CASE("fingerprint::read_fingerprint") {
 
   SUBCASE("an empty tree is absent everywhere, never an error") {
     Fingerprint fingerprint = tree.read();
+    CHECK(fingerprint.interpreter.empty());
     CHECK(to_json(fingerprint) ==
           R"({"tensorflow":"absent","torch":"absent","jax":"absent","jaxlib":"absent","python":"absent","cuda":"absent","cudnn":"absent","nccl":"absent","nvidia_driver":"absent",)"
           R"("gpus":"absent","gpu_count":"absent","visible_devices":"absent","distributions":"absent"})");
@@ -175,6 +179,71 @@ TEST_CASE("fingerprint::read_fingerprint") {
   }
 }
 
+TEST_CASE("fingerprint::read_fingerprint reads the Python the command names") {
+  FakeTree tree;
+  // On PATH: Debian's Python with TensorFlow 2.16.1. Off PATH: a venv with 2.15.0 of its own.
+  tree.debian_python();
+  tree.distribution(site, "tensorflow-2.16.1.dist-info", "tensorflow", "2.16.1");
+  tree.link("/opt/venv/bin/python", "/usr/bin/python3.11");
+  tree.link("/opt/venv/bin/python3", "python");
+  tree.file("/opt/venv/pyvenv.cfg", "home = /usr/bin\ninclude-system-site-packages = false\nversion = 3.11.2\n");
+  tree.distribution("/opt/venv/lib/python3.11/site-packages", "tensorflow-2.15.0.dist-info", "tensorflow", "2.15.0");
+  const Environment env{{"PATH", "/usr/local/bin:/usr/bin"}};
+  using Command = std::vector<std::string>;
+
+  SUBCASE("a venv's python by its path, not the python on PATH") {
+    Fingerprint fingerprint = tree.read(env, {"/opt/venv/bin/python", "train.py"});
+    CHECK(fingerprint.tensorflow == "2.15.0");
+    CHECK(fingerprint.python == "3.11");
+    CHECK(fingerprint.interpreter == "/opt/venv/bin/python");
+  }
+  SUBCASE("python3 and python as named, on PATH") {
+    CHECK(tree.read(env, {"python", "train.py"}).interpreter == "/usr/bin/python");
+    CHECK(tree.read(env, {"python", "train.py"}).tensorflow == "2.16.1");
+    CHECK(tree.read({{"PATH", "/opt/venv/bin:/usr/bin"}}, {"python3", "-m", "trainer"}).tensorflow == "2.15.0");
+  }
+  SUBCASE("through env, its options and assignments skipped") {
+    for (const Command& command : {Command{"/usr/bin/env", "/opt/venv/bin/python3", "train.py"},
+                                   Command{"env", "-i", "HOME=/root", "-u", "LANG", "/opt/venv/bin/python3"},
+                                   Command{"/usr/bin/env", "-S", "/opt/venv/bin/python -u", "train.py"}}) {
+      CAPTURE(command[1]);
+      CHECK(tree.read(env, command).tensorflow == "2.15.0");
+    }
+  }
+  SUBCASE("a script whose #! line names Python: torchrun as a venv installs it") {
+    tree.file("/opt/venv/bin/torchrun", "#!/opt/venv/bin/python3\n# -*- coding: utf-8 -*-\nimport sys\n");
+    tree.file("/usr/local/bin/launch", "#!/usr/bin/env -S /opt/venv/bin/python -u\nimport sys\n");
+    CHECK(tree.read(env, {"/opt/venv/bin/torchrun", "--nproc-per-node=2", "train.py"}).tensorflow == "2.15.0");
+    CHECK(tree.read(env, {"launch"}).tensorflow == "2.15.0");
+  }
+  SUBCASE("a pyenv shim stands for the version pyenv picks") {
+    tree.file("/root/.pyenv/shims/python", "#!/usr/bin/env bash\nexec \"/root/.pyenv/libexec/pyenv\" exec \"$program\" \"$@\"\n");
+    tree.file("/root/.pyenv/versions/3.12.4/bin/python3.12");
+    tree.link("/root/.pyenv/versions/3.12.4/bin/python", "python3.12");
+    tree.file("/root/.pyenv/versions/3.12.4/lib/python3.12/os.py");
+    tree.distribution("/root/.pyenv/versions/3.12.4/lib/python3.12/site-packages", "tensorflow-2.18.0.dist-info", "tensorflow", "2.18.0");
+    tree.file("/root/.pyenv/version", "3.12.4\n");
+    const Environment pyenv{{"PATH", "/root/.pyenv/shims:/usr/bin"}};
+    Fingerprint fingerprint = tree.read(pyenv, {"python", "train.py"});
+    CHECK(fingerprint.python == "3.12");
+    CHECK(fingerprint.tensorflow == "2.18.0");
+    CHECK(fingerprint.interpreter == "/root/.pyenv/versions/3.12.4/bin/python");
+    CHECK(tree.read({{"PATH", "/root/.pyenv/shims:/usr/bin"}, {"PYENV_VERSION", "system"}}, {"python"}).tensorflow == "2.16.1");
+    CHECK(tree.read({{"PATH", "/root/.pyenv/shims:/usr/bin"}, {"PYENV_VERSION", "3.9.0"}}, {"python"}).interpreter.empty());
+  }
+  SUBCASE("a command that names no Python reads python on PATH") {
+    CHECK(tree.read(env, {"sh", "-c", "exec python train.py"}).tensorflow == "2.16.1");
+    CHECK(tree.read(env, {"/usr/local/bin/trainer"}).interpreter == "/usr/bin/python");
+  }
+  SUBCASE("a Python the command names but that is missing is none, not the one on PATH") {
+    Fingerprint fingerprint = tree.read(env, {"/opt/other/bin/python", "train.py"});
+    CHECK(fingerprint.interpreter.empty());
+    CHECK(fingerprint.python == "absent");
+    CHECK(fingerprint.tensorflow == "absent");
+    CHECK(tree.read({{"PATH", "/opt/bin"}}, {"python3", "train.py"}).interpreter.empty());
+  }
+}
+
 TEST_CASE("fingerprint::read_fingerprint is bounded") {
   FakeTree image;
   for (int i = 0; i < 30; ++i) image.file("/site/pkg" + std::to_string(i) + "-1.0.dist-info/METADATA");
@@ -182,14 +251,14 @@ TEST_CASE("fingerprint::read_fingerprint is bounded") {
   for (int i = 0; i < 40; ++i) repeated += (i ? ":" : "") + std::string("/site");
   const Environment env{{"PATH", "/usr/bin"}, {"PYTHONPATH", repeated}};
   SUBCASE("a directory named many times counts once, and within the limits nothing is cut") {
-    Fingerprint once = read_fingerprint({{"PATH", "/usr/bin"}, {"PYTHONPATH", "/site"}}, image.root);
-    Fingerprint many = read_fingerprint(env, image.root, FingerprintLimits{.entries = 40});
+    Fingerprint once = read_fingerprint({{"PATH", "/usr/bin"}, {"PYTHONPATH", "/site"}}, {}, image.root);
+    Fingerprint many = read_fingerprint(env, {}, image.root, FingerprintLimits{.entries = 40});
     CHECK(many.distributions == once.distributions);
     CHECK(many.distributions.starts_with("30 distributions, sha256 "));
     CHECK(many.cut_short.empty());
   }
   SUBCASE("past the entry limit it stops, keeps what it read, and says why") {
-    Fingerprint cut = read_fingerprint(env, image.root, FingerprintLimits{.entries = 10});
+    Fingerprint cut = read_fingerprint(env, {}, image.root, FingerprintLimits{.entries = 10});
     CHECK(cut.cut_short == "stopped after listing 10 directory entries");
     CHECK(cut.distributions.starts_with("10 distributions, sha256 "));
   }

@@ -151,7 +151,7 @@ class LinkJobView final : public JobView {
   std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) override {
     for (const JobEvent& event : link_.process(fds, now)) {
       if (event.kind == JobEventKind::job_done) return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
-      return JobOutcome{exit_code::job_stopped, "stopping: " + event.message};
+      return JobOutcome{exit_code::job_stopped, "stopping: " + event.message, event.task};
     }
     return std::nullopt;
   }

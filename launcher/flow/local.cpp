@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -88,13 +89,28 @@ Result<std::vector<LocalTask>> plan_tasks(const Options& options, const ClusterS
   return tasks;
 }
 
-// Everything is written before anything starts, so an error leaves no task running.
-Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std::vector<std::string>& command) {
+// Everything is written before anything starts, so an error leaves no task running. A log dir
+// that held an earlier run is said once: its files stay (TensorBoard's, a checkpoint the trainer
+// may resume from), and startup.json counts the run in `restarts`.
+Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std::vector<std::string>& command,
+                                  const std::string& log_root) {
   const double now = unix_seconds();
+  std::size_t reused = 0;
+  int most_restarts = 0;
   for (const LocalTask& task : tasks) {
     StartupReport report{TFBOOT_VERSION_STRING, Identity{task.type, task.index, "tfboot local"}, "127.0.0.1", {}, {}, {}, {},
                          task.tf_config, command, now, 0, now};
-    if (auto written = write_task_files(task.log_dir, report); !written) return std::unexpected(written.error());
+    report.local = true;
+    report.commit = TFBOOT_COMMIT;
+    auto written = write_task_files(task.log_dir, report);
+    if (!written) return std::unexpected(written.error());
+    if (written->previous.restarts > 0) ++reused;
+    most_restarts = std::max(most_restarts, written->previous.restarts);
+  }
+  if (reused > 0) {
+    log::info("reusing {} of {} under {} from an earlier run (startup.json: restarts {}): their files stay, a trainer's "
+              "checkpoint there included; another --log-root starts afresh",
+              reused, counted(tasks.size(), "log dir"), log_root, most_restarts);
   }
   return {};
 }
@@ -237,7 +253,7 @@ Result<int> run_local(const Options& options, const Environment& env, const std:
   const std::string log_root = options.log_root ? options.log_root->value : "./logs";
   auto tasks = plan_tasks(options, *spec, log_root);
   if (!tasks) return std::unexpected(tasks.error());
-  if (auto written = write_all_task_files(*tasks, command); !written) return std::unexpected(written.error());
+  if (auto written = write_all_task_files(*tasks, command, log_root); !written) return std::unexpected(written.error());
 
   // The nodes' view for PyTorch and JAX: chief and workers in order, the first one the master.
   std::vector<PeerAddress> peers;

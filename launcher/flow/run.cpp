@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "cli/options.h"
+#include "dns/resolver.h"
 #include "flow/job.h"
 #include "flow/local.h"
 #include "flow/peer_dns.h"
@@ -22,6 +23,7 @@
 #include "framework/interface.h"
 #include "framework/nodes.h"
 #include "plan/host_facts.h"
+#include "plan/kubernetes.h"
 #include "plan/plan.h"
 #include "process/child_set.h"
 #include "process/exec.h"
@@ -58,6 +60,20 @@ void announce(const Plan& plan) {
   if (plan.suffix) log::info("peers are in Service {}", plan.suffix->text());
 }
 
+// The servers every lookup of this task goes to (--dns-server, else resolv.conf's), as c-ares
+// reads them: for startup.json when the coordinator's lookups all come after the start barrier.
+Result<std::vector<std::string>> dns_servers_in_use(const Options& options, const HostFacts& facts) {
+  ResolverSettings settings;
+  if (options.dns_server) {
+    settings.servers_csv = options.dns_server->value;
+    settings.servers_source = options.dns_server->source;
+  }
+  settings.nameservers = parse_resolv_conf(facts.resolv_conf).nameservers;
+  auto resolver = make_cares_resolver(settings);
+  if (!resolver) return std::unexpected(resolver.error());
+  return (*resolver)->servers();
+}
+
 // Every peer's name; in a job with the control channel only the coordinator's, as the
 // coordinator resolves every name once all tasks are present. One answer per peer either way, in
 // cluster order (those not asked are not resolved).
@@ -71,7 +87,9 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
   auto peers = peers_to_resolve_before_the_barrier(plan);
   if (peers.empty()) {
     log::info("DNS: as the coordinator, resolving every name once all tasks are present");
-    return DnsResult{.names = answers_from_table(plan, {}, false, {})};
+    auto servers = dns_servers_in_use(options, facts);
+    if (!servers) return std::unexpected(servers.error());
+    return DnsResult{.names = answers_from_table(plan, {}, false, {}), .servers = std::move(*servers)};
   }
   auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
   if (dns) dns->names = answers_from_table(plan, dns->names, false, {});
@@ -104,6 +122,7 @@ int print_tf_config(const std::string& tf_config) {
 struct Launch {
   TaskProcesses task;
   std::vector<CommandProcess> processes;
+  TaskFiles files;  // startup.json as written, for the end record
 };
 
 // The node view for PyTorch and JAX, checked before any lookup: no ps or evaluator, a valid
@@ -163,11 +182,14 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
                        dns.warnings, tf_config, launch.task.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
   for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
   report.framework_json = framework_summary_json(nodes, interface_entries);
-  if (auto written = write_task_files(log_dir, report); !written) {
+  report.commit = TFBOOT_COMMIT;
+  auto written = write_task_files(log_dir, report);
+  if (!written) {
     const std::string root = options.log_root ? quoted(*options.log_root)
                                               : "the default --log-root '/logs' (mount a volume there, or set --log-root or TFBOOT_LOG_ROOT)";
     return make_error(written.error().code, written.error().message + "; the log dir is under " + root);
   }
+  launch.files = std::move(*written);
   log::info("log dir {}", log_dir);
   launch.task.tf_config = nodes.framework == Framework::tensorflow ? tf_config : "";
   launch.task.log_dir = log_dir;
@@ -192,6 +214,16 @@ Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, c
   return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes), started);
 }
 
+// startup.json's end record, at exit in init mode (exec mode has no "after"). A failure to write
+// costs the record, not the status.
+void record_end(const Launch& launch, const SupervisionEnd& end) {
+  TaskEnd record{.exit_status = end.exit_code, .reason = std::string(to_string(end.reason)), .message = end.message,
+                 .failed_task = end.failed_task};
+  if (auto recorded = record_task_end(launch.files, std::move(record)); !recorded) {
+    log::warn("startup.json: the task's end is not recorded: {}", recorded.error().message);
+  }
+}
+
 Result<int> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
   bool as_init = runs_as_init(options, nodes);
   if (launch.processes.size() > 1) {
@@ -210,8 +242,10 @@ Result<int> run_command(const Options& options, const Launch& launch, const Node
   std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
   InitSettings settings{.stop_grace = options.stop_grace, .job = job_view.get()};
   settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
-  auto status = supervise_command(**children, launch.processes, settings);
-  if (!status || *status != exit_code::ok || !options.idle_when_done) return status;
+  auto end = supervise_command(**children, launch.processes, settings);
+  if (!end) return std::unexpected(end.error());
+  record_end(launch, *end);
+  if (end->exit_code != exit_code::ok || !options.idle_when_done) return end->exit_code;
   log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
   return idle_until_stopped();
 }
@@ -271,7 +305,7 @@ ProcessEnvironment environment_from(char** envp) {
 Result<int> run_mode(const Options& options, const ProcessEnvironment& env) {
   switch (options.mode) {
     case Mode::help: std::fputs(help_text().c_str(), stdout); return exit_code::ok;
-    case Mode::version: std::printf("tfboot %s\n", TFBOOT_VERSION_STRING); return exit_code::ok;
+    case Mode::version: std::printf("tfboot %s (%s)\n", TFBOOT_VERSION_STRING, TFBOOT_COMMIT); return exit_code::ok;
     case Mode::local: return run_local(options, env.map, env.entries);
     case Mode::entrypoint: return run_entrypoint(options, env.map, env.entries);
   }

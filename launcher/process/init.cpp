@@ -51,10 +51,15 @@ std::string how_it_ended(const InitState& state, int status) {
   return "exited with status " + std::to_string(status);
 }
 
-// The run's last line: the exit status and why.
-int closing(int status, const std::string& why) {
-  log::info("exiting {}: {}", status, why);
-  return status;
+// The run's last line: the exit status and why; startup.json records the same end.
+SupervisionEnd closing(SupervisionEnd end) {
+  log::info("exiting {}: {}", end.exit_code, end.message);
+  return end;
+}
+
+SupervisionEnd job_end(const JobOutcome& outcome) {
+  return {outcome.exit_code, outcome.exit_code == exit_code::ok ? EndReason::job_done : EndReason::job_failed, outcome.reason,
+          outcome.failed_task};
 }
 
 void pass_on_signal(InitState& state, int signal_number) {
@@ -192,7 +197,18 @@ void end_leftovers(ChildSet& children, std::size_t command, std::chrono::millise
 
 }  // namespace
 
-Result<int> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes, const InitSettings& settings) {
+std::string_view to_string(EndReason reason) {
+  switch (reason) {
+    case EndReason::command_succeeded: return "command_succeeded";
+    case EndReason::command_failed: return "command_failed";
+    case EndReason::stopped_by_signal: return "stopped_by_signal";
+    case EndReason::job_done: return "job_done";
+    case EndReason::job_failed: return "job_failed";
+  }
+  return "command_failed";
+}
+
+Result<SupervisionEnd> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes, const InitSettings& settings) {
   InitState state{children, settings, processes, {}};
   for (const CommandProcess& process : processes) {
     // On failure the ChildSet's destructor stops and reaps the processes already started.
@@ -209,18 +225,22 @@ Result<int> supervise_command(ChildSet& children, const std::vector<CommandProce
   if (processes.size() == 1) log::info("command {}", how_it_ended(state, children.exit_code(state.ids[0]).value_or(status)));
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
-  if (state.decision) return closing(state.decision->exit_code, state.decision->reason);
+  if (state.decision) return closing(job_end(*state.decision));
   std::optional<JobOutcome> outcome;
   if (settings.job) {
     settings.job->report_exit(status, state.failure_detail);
     if (status == exit_code::ok) outcome = wait_for_the_job(state);
     settings.job->finish();
   }
-  if (outcome) return closing(outcome->exit_code, outcome->reason);
-  if (status != exit_code::ok) {
-    return closing(status, "the command failed" + (state.failure_detail.empty() ? std::string() : ": " + state.failure_detail));
+  if (outcome) return closing(job_end(*outcome));
+  if (status != exit_code::ok && state.stop_requests > 0) {
+    return closing({status, EndReason::stopped_by_signal, "asked to stop: the command exited with status " + std::to_string(status)});
   }
-  return closing(status, "the command succeeded");
+  if (status != exit_code::ok) {
+    return closing({status, EndReason::command_failed,
+                    "the command failed" + (state.failure_detail.empty() ? std::string() : ": " + state.failure_detail)});
+  }
+  return closing({status, EndReason::command_succeeded, "the command succeeded"});
 }
 
 }  // namespace tfboot

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -19,7 +20,8 @@ namespace tfboot {
 // What the job decided for this task: stop the command and end tfboot with `exit_code`.
 struct JobOutcome {
   int exit_code = 0;
-  std::string reason;  // one line for the log
+  std::string reason;       // one line for the log
+  std::string failed_task;  // the task whose failure (or loss) stopped the job ("worker:1"), or ""
 };
 
 // The supervisor's view of the job's control channel (README: Job supervision).
@@ -54,11 +56,32 @@ struct CommandProcess {
   std::string name;
 };
 
+// Why supervision ended: decided on here, reported with `message` (the log's last line) and in
+// startup.json's end record.
+enum class EndReason {
+  command_succeeded,
+  command_failed,
+  stopped_by_signal,  // a stop signal came to tfboot and was passed on; the command then failed
+  job_done,           // the job's coordinator finished
+  job_failed,         // another task failed or was lost
+};
+// "command_succeeded", "job_failed", ...
+std::string_view to_string(EndReason reason);
+
+struct SupervisionEnd {
+  int exit_code = 0;  // what tfboot exits with
+  EndReason reason = EndReason::command_succeeded;
+  std::string message;
+  std::string failed_task;  // job_failed: the task whose failure (or loss) stopped the job, or ""
+};
+
 // Init mode: starts each process of the command in a process group of its own in `children`,
 // forwards every signal but tfboot's own to them, reaps every child, follows the job's decisions,
-// and returns the exit code tfboot ends with (README: Running the command, Job supervision).
+// and returns how the task ended, with the exit code tfboot ends with (README: Running the
+// command, Job supervision).
 // The processes are one task: the first to fail fails it and the others are stopped; it succeeds
 // when all of them do.
-Result<int> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes, const InitSettings& settings);
+Result<SupervisionEnd> supervise_command(ChildSet& children, const std::vector<CommandProcess>& processes,
+                                         const InitSettings& settings);
 
 }  // namespace tfboot

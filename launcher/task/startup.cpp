@@ -1,6 +1,11 @@
 // The contents of startup.json, and what an earlier one says about earlier starts.
 #include "task/startup.h"
 
+#include <time.h>
+
+#include <cmath>
+#include <cstdio>
+
 #include <nlohmann/json.hpp>
 
 #include "base/json_nesting.h"
@@ -41,7 +46,59 @@ ordered_json peers_json(const StartupReport& report) {
   return peers;
 }
 
+bool is_short_text(const ordered_json& value) {
+  return value.is_string() && value.get_ref<const std::string&>().size() <= max_text_field;
+}
+
+// An earlier file's "end" (or a history entry's end fields), as build_startup_json writes them.
+std::optional<TaskEnd> end_from(const ordered_json& object) {
+  auto ended_at = object.find("ended_at");
+  auto status = object.find("exit_status");
+  auto reason = object.find("reason");
+  if (ended_at == object.end() || !ended_at->is_number() || status == object.end() || !status->is_number_integer() ||
+      reason == object.end() || !is_short_text(*reason)) {
+    return std::nullopt;
+  }
+  TaskEnd end{.ended_at = ended_at->get<double>(), .reason = reason->get<std::string>()};
+  const long long exit_status = status->get<long long>();
+  if (exit_status < 0 || exit_status > 255) return std::nullopt;
+  end.exit_status = static_cast<int>(exit_status);
+  for (auto [key, member] : {std::pair{"message", &TaskEnd::message}, std::pair{"failed_task", &TaskEnd::failed_task}}) {
+    auto it = object.find(key);
+    if (it == object.end()) continue;
+    if (!is_short_text(*it)) return std::nullopt;
+    end.*member = it->get<std::string>();
+  }
+  return end;
+}
+
+void add_end(ordered_json& object, const TaskEnd& end) {
+  object["ended_at"] = end.ended_at;
+  object["ended_at_iso"] = iso8601_utc(end.ended_at);
+  object["exit_status"] = end.exit_status;
+  object["reason"] = end.reason;
+  // Cut well below what an earlier file may hold (max_text_field), even once bytes that are not
+  // UTF-8 become three-byte U+FFFD: the next start reads it back.
+  if (!end.message.empty()) object["message"] = end.message.substr(0, max_text_field / 4);
+  if (!end.failed_task.empty()) object["failed_task"] = end.failed_task;
+}
+
 }  // namespace
+
+std::string iso8601_utc(double unix_seconds) {
+  // Years 1 to 9999 only; an earlier file may hold any number.
+  if (!std::isfinite(unix_seconds) || unix_seconds < -62135596800.0 || unix_seconds >= 253402300800.0) return "";
+  // To the nearest millisecond: 951782400.999 is 951782400.99899995... as a double.
+  const long long milliseconds = std::llround(unix_seconds * 1000.0);
+  const time_t seconds = static_cast<time_t>(milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000);
+  const long long fraction = milliseconds - static_cast<long long>(seconds) * 1000;
+  struct tm utc {};
+  if (::gmtime_r(&seconds, &utc) == nullptr) return "";
+  char text[64];
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03lldZ", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                utc.tm_hour, utc.tm_min, utc.tm_sec, fraction);
+  return text;
+}
 
 PreviousStarts read_previous_starts(const std::optional<std::string>& text) {
   if (!text) return {};
@@ -72,10 +129,16 @@ PreviousStarts read_previous_starts(const std::optional<std::string>& text) {
           entry["identity_source"].get_ref<const std::string&>().size() > max_text_field) {
         return damaged("an entry of \"history\" is not a start");
       }
-      previous.history.push_back({entry["started_at"].get<double>(), entry["identity_source"].get<std::string>()});
+      std::optional<TaskEnd> end;
+      if (entry.contains("ended_at") && !(end = end_from(entry))) return damaged("an entry of \"history\" has an unreadable end");
+      previous.history.push_back({entry["started_at"].get<double>(), entry["identity_source"].get<std::string>(), end});
     }
   }
-  previous.history.push_back({started_at->get<double>(), source->get<std::string>()});
+  std::optional<TaskEnd> end;
+  if (auto it = old.find("end"); it != old.end()) {
+    if (!it->is_object() || !(end = end_from(*it))) return damaged("\"end\" is not how a task ended");
+  }
+  previous.history.push_back({started_at->get<double>(), source->get<std::string>(), end});
   if (previous.history.size() > max_history) {
     previous.history.erase(previous.history.begin(), previous.history.end() - static_cast<std::ptrdiff_t>(max_history));
   }
@@ -85,23 +148,36 @@ PreviousStarts read_previous_starts(const std::optional<std::string>& text) {
 std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous) {
   ordered_json root;
   root["tfboot_version"] = report.version;
+  if (!report.commit.empty()) root["tfboot_commit"] = report.commit;
   root["task"] = {{"type", std::string(to_string(report.identity.type))}, {"index", report.identity.index}};
   root["identity_source"] = report.identity.source;
-  root["hostname"] = report.hostname;
+  if (!report.local) root["hostname"] = report.hostname;
   root["started_at"] = report.started_at;
-  root["dns_wait_seconds"] = report.dns_wait_seconds;
+  root["started_at_iso"] = iso8601_utc(report.started_at);
+  if (!report.local) root["dns_wait_seconds"] = report.dns_wait_seconds;
   root["written_at"] = report.written_at;
-  root["dns_servers"] = report.dns_servers;
-  root["peers"] = peers_json(report);
+  root["written_at_iso"] = iso8601_utc(report.written_at);
+  if (!report.local) {
+    root["dns_servers"] = report.dns_servers;
+    root["peers"] = peers_json(report);
+  }
   root["warnings"] = report.warnings;
   root["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
   root["command"] = report.command;
   if (!report.job_json.empty()) root["job"] = ordered_json::parse(report.job_json, nullptr, false);
   if (!report.framework_json.empty()) root["framework"] = ordered_json::parse(report.framework_json, nullptr, false);
+  if (report.end) {
+    ordered_json end = ordered_json::object();
+    add_end(end, *report.end);
+    root["end"] = end;
+  }
   root["restarts"] = previous.restarts;
   ordered_json history = ordered_json::array();
   for (const auto& start : previous.history) {
-    history.push_back({{"started_at", start.started_at}, {"identity_source", start.identity_source}});
+    ordered_json entry{{"started_at", start.started_at}, {"started_at_iso", iso8601_utc(start.started_at)},
+                       {"identity_source", start.identity_source}};
+    if (start.end) add_end(entry, *start.end);
+    history.push_back(entry);
   }
   root["history"] = history;
   return dump(root, 2) + "\n";

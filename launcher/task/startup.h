@@ -1,5 +1,6 @@
-// The contents of startup.json: what tfboot found out before running the command, and what an
-// earlier start in the same log dir left (README: Running the command). Pure.
+// The contents of startup.json: what tfboot found out before running the command, how the task
+// ended (init mode), and what an earlier start in the same log dir left (README: Running the
+// command). Pure.
 #pragma once
 
 #include <optional>
@@ -11,6 +12,15 @@
 #include "plan/identity.h"
 
 namespace tfboot {
+
+// How the task ended, written into startup.json when tfboot exits in init mode.
+struct TaskEnd {
+  double ended_at = 0;  // Unix seconds
+  int exit_status = 0;  // what tfboot exits with
+  std::string reason;   // "command_succeeded", "command_failed", "stopped_by_signal", "job_done", "job_failed"
+  std::string message;  // the closing log line's why
+  std::string failed_task;  // the task whose failure stopped this one ("worker:1"), or ""
+};
 
 struct StartupReport {
   std::string version;
@@ -27,6 +37,11 @@ struct StartupReport {
   double written_at = 0;
   std::string job_json;  // the job's control channel: a JSON object text, or empty when off
   std::string framework_json;  // PyTorch's or JAX's view of the node: a JSON object text, or empty for TensorFlow
+  // `tfboot local`: no DNS and no peers to look up, so dns_servers, dns_wait_seconds and peers
+  // are left out rather than written empty.
+  bool local = false;
+  std::string commit;          // tfboot's commit ("3f2a9c1"), or empty when not known
+  std::optional<TaskEnd> end;  // set once the task has ended
 };
 
 // What an earlier startup.json in the same log dir says, validated and bounded: a log dir on a
@@ -35,6 +50,7 @@ struct PreviousStarts {
   struct Start {
     double started_at = 0;
     std::string identity_source;
+    std::optional<TaskEnd> end;  // how that start ended, when its startup.json says (reason and message are cut)
   };
   int restarts = 0;            // starts before this one
   std::vector<Start> history;  // oldest first, at most max_history
@@ -48,5 +64,8 @@ inline constexpr std::size_t max_previous_startup_json = 1024 * 1024;
 PreviousStarts read_previous_starts(const std::optional<std::string>& text);
 
 std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous);
+
+// ISO 8601 in UTC with milliseconds, "2023-11-14T22:13:20.500Z", for the epoch seconds beside it.
+std::string iso8601_utc(double unix_seconds);
 
 }  // namespace tfboot

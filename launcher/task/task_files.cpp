@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 
 #include "base/files.h"
 #include "base/log.h"
@@ -41,7 +42,7 @@ std::string task_log_dir(const std::string& log_root, TaskType type, int index) 
   return log_root + "/" + std::string(to_string(type)) + "_" + std::to_string(index);
 }
 
-Result<void> write_task_files(const std::string& log_dir, StartupReport report) {
+Result<TaskFiles> write_task_files(const std::string& log_dir, StartupReport report) {
   auto created = make_directories(log_dir);
   if (!created) return std::unexpected(created.error());
   const std::string startup_path = log_dir + "/startup.json";
@@ -55,7 +56,16 @@ Result<void> write_task_files(const std::string& log_dir, StartupReport report) 
     remove_created_directories(*created);
     return std::unexpected(written.error());
   }
-  return {};
+  std::error_code error;
+  std::string absolute = std::filesystem::absolute(startup_path, error).lexically_normal().string();
+  return TaskFiles{error ? startup_path : absolute, std::move(report), std::move(previous)};
+}
+
+Result<void> record_task_end(const TaskFiles& files, TaskEnd end) {
+  end.ended_at = unix_seconds();
+  StartupReport report = files.report;
+  report.end = std::move(end);
+  return write_file_atomically(files.startup_path, build_startup_json(report, files.previous));
 }
 
 std::vector<std::string> task_environment(const std::vector<std::string>& inherited, const std::string& tf_config,

@@ -18,11 +18,22 @@ double unix_seconds();
 // "<root>/<type>_<index>".
 std::string task_log_dir(const std::string& log_root, TaskType type, int index);
 
+// What write_task_files wrote, kept to add the task's end to startup.json at exit.
+struct TaskFiles {
+  std::string startup_path;  // absolute: init mode changes to "/" before the command ends
+  StartupReport report;
+  PreviousStarts previous;   // previous.restarts > 0: the log dir held an earlier start
+};
+
 // Creates the log dir and writes both files as one step. An earlier startup.json that is
 // damaged is set aside as startup.json.damaged.<unix time> with a warning (in the log and in
 // the new file). On failure, exit code 4, and neither a new file nor a directory created here
 // is left behind.
-Result<void> write_task_files(const std::string& log_dir, StartupReport report);
+Result<TaskFiles> write_task_files(const std::string& log_dir, StartupReport report);
+
+// startup.json as written, with how the task ended (`end.ended_at` set here), replaced atomically.
+// Exit code 4 on failure, the earlier file left whole.
+Result<void> record_task_end(const TaskFiles& files, TaskEnd end);
 
 // The command's environment: `inherited` ("KEY=value" entries as tfboot got them) without any
 // entry for TF_CONFIG, TFBOOT_LOG_DIR, TFBOOT_TASK_TYPE, TFBOOT_TASK_INDEX or one of `extra`'s

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -19,7 +20,9 @@ def one_error_line(result):
 def test_version_and_help(run_tfboot):
     version = run_tfboot(["--version"])
     assert version.returncode == 0
-    assert version.stdout.startswith("tfboot ")
+    # "tfboot 0.1.0 (3f2a9c1)": the commit it was built from, "-dirty" with uncommitted changes,
+    # "unknown" when not built from a git checkout.
+    assert re.fullmatch(r"tfboot \d+\.\d+\.\d+ \(([0-9a-f]{7}(-dirty)?|unknown)\)\n", version.stdout), version.stdout
     help_run = run_tfboot(["--help"])
     assert help_run.returncode == 0
     for flag in ["--task-type", "--task-index", "--hostname", "--chief-at-ordinal-0", "--identity-from",

@@ -1,9 +1,11 @@
 """tfboot as an init (PID 1 or --init), in the manner of tini's tests: exit codes, signals, reaping."""
 
+import json
 import os
 import signal
 import subprocess
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -157,3 +159,53 @@ def test_command_runs_in_its_own_process_group(tfboot, tmp_path):
                             env=env_for(tmp_path), capture_output=True, text=True, timeout=10)
     pid, pgid = result.stdout.split()
     assert pid == pgid
+
+
+def iso(seconds):
+    """startup.json's ISO 8601 form of Unix seconds: UTC, milliseconds, "Z"."""
+    return datetime.fromtimestamp(round(seconds, 3), timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def test_startup_json_records_how_the_task_ended(tfboot, tmp_path):
+    # At exit in init mode startup.json gets an "end" (replaced whole, no temporary left); the next
+    # start in the same log dir keeps it in its history. A relative log root still works although
+    # the supervisor changes to "/" while the command runs.
+    env = env_for(tmp_path, TFBOOT_LOG_ROOT="logs")
+    log_dir = tmp_path / "logs" / "worker_0"
+    failed = subprocess.run([tfboot, "--init", "--", "sh", "-c", "exit 3"], env=env, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=10)
+    assert failed.returncode == 3, failed.stderr
+    assert sorted(os.listdir(log_dir)) == ["startup.json", "tf_config.json"]
+    first = json.loads((log_dir / "startup.json").read_text())
+    end = first["end"]
+    assert {key: end[key] for key in ["exit_status", "reason", "message"]} == {
+        "exit_status": 3, "reason": "command_failed", "message": "the command failed"}
+    assert "failed_task" not in end
+    assert first["started_at"] <= first["written_at"] <= end["ended_at"] <= time.time()
+    assert end["ended_at_iso"] == iso(end["ended_at"])
+    assert first["started_at_iso"] == iso(first["started_at"]) and first["written_at_iso"] == iso(first["written_at"])
+
+    succeeded = subprocess.run([tfboot, "--init", "--", "true"], env=env, cwd=tmp_path, capture_output=True, text=True,
+                               timeout=10)
+    assert succeeded.returncode == 0, succeeded.stderr
+    second = json.loads((log_dir / "startup.json").read_text())
+    assert (second["end"]["exit_status"], second["end"]["reason"]) == (0, "command_succeeded")
+    assert second["restarts"] == 1
+    assert second["history"][0]["exit_status"] == 3 and second["history"][0]["ended_at"] == end["ended_at"]
+
+    # A stop signal to tfboot, passed on, ends the command: that is no failure of its own.
+    proc = subprocess.Popen([tfboot, "--init", "--", "sh", "-c", "echo ready; exec sleep 30"], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143
+    stopped = json.loads((log_dir / "startup.json").read_text())["end"]
+    assert (stopped["exit_status"], stopped["reason"]) == (143, "stopped_by_signal")
+
+    # Exec mode replaces tfboot with the command: nothing is left to write the end.
+    subprocess.run([tfboot, "--no-init", "--", "true"], env=env, cwd=tmp_path, capture_output=True, timeout=10)
+    assert "end" not in json.loads((log_dir / "startup.json").read_text())

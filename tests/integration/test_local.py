@@ -168,3 +168,19 @@ def test_bad_cluster_is_a_usage_error_and_starts_nothing(tfboot, tmp_path):
     assert result.returncode == 2
     assert "--cluster 'worker=two'" in result.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_a_reused_log_dir_is_said_and_startup_json_has_no_dns_fields(tfboot, tmp_path):
+    first = subprocess.run([tfboot, "local", "--", "true"], env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert first.returncode == 0, first.stderr
+    assert "reusing" not in first.stderr
+    startup = json.loads((tmp_path / "logs" / "worker_0" / "startup.json").read_text())
+    # No DNS, no peers to look up and no hostname here: those fields would only be empty.
+    assert not {"hostname", "dns_servers", "dns_wait_seconds", "peers"} & startup.keys()
+    assert startup["identity_source"] == "tfboot local" and startup["restarts"] == 0
+    assert startup["started_at_iso"].endswith("Z")
+
+    again = subprocess.run([tfboot, "local", "--", "true"], env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=30)
+    assert again.returncode == 0, again.stderr
+    assert ("reusing 2 of 2 log dirs under ./logs from an earlier run (startup.json: restarts 1): their files stay, "
+            "a trainer's checkpoint there included; another --log-root starts afresh") in again.stderr

@@ -1,4 +1,5 @@
-// startup.json: identity, source, peers with their resolution, version, and the history of restarts.
+// startup.json: identity, source, peers with their resolution, version, how the task ended, and the
+// history of restarts.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +73,7 @@ TEST_CASE("startup::build_startup_json") {
     CHECK(root["hostname"] == "mnist-worker-0");
     CHECK(root["started_at"] == 1700000000.5);
     CHECK(root["written_at"] == 1700000002.5);
+    CHECK_FALSE(root.contains("end"));  // until the task has ended
     CHECK(root["dns_wait_seconds"] == 1.25);
     CHECK(root["dns_servers"] == json{"10.96.0.10:53"});
     CHECK(root["warnings"] == json{"own name resolves elsewhere"});
@@ -123,7 +125,8 @@ TEST_CASE("startup::build_startup_json") {
     auto root = parse(second);
     CHECK(root["restarts"] == 1);
     CHECK(root["history"].dump() ==
-          R"json([{"identity_source":"hostname 'mnist-worker-0' (from POD_NAME)","started_at":100.0}])json");
+          R"json([{"identity_source":"hostname 'mnist-worker-0' (from POD_NAME)","started_at":100.0,)json"
+          R"json("started_at_iso":"1970-01-01T00:01:40.000Z"}])json");
     CHECK(root["started_at"] == 200.0);
 
     auto third_report = sample_report(300);
@@ -162,6 +165,65 @@ TEST_CASE("startup::build_startup_json") {
   }
 }
 
+TEST_CASE("startup::build_startup_json times, the end, tfboot local") {
+  SUBCASE("each epoch time has an ISO 8601 UTC twin beside it") {
+    const std::string text = build_startup_json(sample_report(), {});
+    CHECK(text.find("\"started_at\": 1700000000.5,\n  \"started_at_iso\": \"2023-11-14T22:13:20.500Z\",") != std::string::npos);
+    CHECK(text.find("\"written_at\": 1700000002.5,\n  \"written_at_iso\": \"2023-11-14T22:13:22.500Z\",") != std::string::npos);
+  }
+  SUBCASE("the end: when, the status tfboot exits with, why, and the task whose failure stopped it") {
+    auto report = sample_report();
+    report.end = TaskEnd{.ended_at = 1700000060.25, .exit_status = 200, .reason = "job_failed",
+                         .message = "stopping: worker:1 failed with status 3", .failed_task = "worker:1"};
+    auto root = parse(build_startup_json(report, {}));
+    CHECK(root["end"].dump() ==
+          R"({"ended_at":1700000060.25,"ended_at_iso":"2023-11-14T22:14:20.250Z","exit_status":200,)"
+          R"("failed_task":"worker:1","message":"stopping: worker:1 failed with status 3","reason":"job_failed"})");
+    report.end = TaskEnd{.ended_at = 1700000060.25, .exit_status = 0, .reason = "command_succeeded"};
+    CHECK_FALSE(parse(build_startup_json(report, {}))["end"].contains("failed_task"));
+  }
+  SUBCASE("the next start keeps how the earlier one ended in its history") {
+    auto first = sample_report(100);
+    first.end = TaskEnd{.ended_at = 160, .exit_status = 137, .reason = "command_failed", .message = "the command failed"};
+    auto root = parse(build_startup_json(sample_report(200), read_previous_starts(build_startup_json(first, {}))));
+    REQUIRE(root["history"].size() == 1);
+    CHECK(root["history"][0]["exit_status"] == 137);
+    CHECK(root["history"][0]["reason"] == "command_failed");
+    CHECK(root["history"][0]["ended_at_iso"] == "1970-01-01T00:02:40.000Z");
+    CHECK_FALSE(root.contains("end"));
+    // And the one after that still reads it.
+    auto third = parse(build_startup_json(sample_report(300), read_previous_starts(root.dump())));
+    CHECK(third["history"][0]["exit_status"] == 137);
+    CHECK_FALSE(third["history"][1].contains("exit_status"));  // a start that recorded no end (exec mode)
+  }
+  SUBCASE("tfboot local has no DNS: no hostname, DNS servers, DNS wait or peers") {
+    auto report = sample_report();
+    report.local = true;
+    auto root = parse(build_startup_json(report, {}));
+    for (const char* absent : {"hostname", "dns_servers", "dns_wait_seconds", "peers"}) {
+      CAPTURE(absent);
+      CHECK_FALSE(root.contains(absent));
+    }
+    CHECK(root["tf_config"] == json::parse(tf_config_text));
+    CHECK(root.contains("restarts"));
+  }
+  SUBCASE("the commit when known") {
+    auto report = sample_report();
+    CHECK_FALSE(parse(build_startup_json(report, {})).contains("tfboot_commit"));
+    report.commit = "3f2a9c1-dirty";
+    CHECK(parse(build_startup_json(report, {}))["tfboot_commit"] == "3f2a9c1-dirty");
+  }
+}
+
+TEST_CASE("startup::iso8601_utc") {
+  CHECK(iso8601_utc(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(iso8601_utc(1700000000.5) == "2023-11-14T22:13:20.500Z");
+  CHECK(iso8601_utc(951782400.999) == "2000-02-29T00:00:00.999Z");  // a leap day, to the nearest millisecond
+  CHECK(iso8601_utc(59.9996) == "1970-01-01T00:01:00.000Z");
+  CHECK(iso8601_utc(1e300) == "");  // an earlier file's number beyond year 9999
+  CHECK(iso8601_utc(-0.5) == "1969-12-31T23:59:59.500Z");
+}
+
 TEST_CASE("startup::read_previous_starts") {
   SUBCASE("no earlier file: no restarts, no damage") {
     auto previous = read_previous_starts(std::nullopt);
@@ -196,6 +258,12 @@ TEST_CASE("startup::read_previous_starts") {
       {"a history entry of the wrong shape", R"({"history":[{"started_at":"x"}],"started_at":1,"identity_source":"x"})",
        "an entry of \"history\" is not a start"},
       {"deeply nested history", R"({"started_at":1,"identity_source":"x","history":)" + deep + "}", "nested deeper than 16 levels"},
+      {"an end that is not one", R"({"started_at":1,"identity_source":"x","end":{"ended_at":2,"exit_status":"3","reason":"x"}})",
+       "\"end\" is not how a task ended"},
+      {"an end status out of range", R"({"started_at":1,"identity_source":"x","end":{"ended_at":2,"exit_status":256,"reason":"x"}})",
+       "\"end\" is not how a task ended"},
+      {"a history entry with half an end", R"({"history":[{"started_at":1,"identity_source":"x","ended_at":2}],"started_at":1,"identity_source":"x"})",
+       "an entry of \"history\" has an unreadable end"},
       {"over 1 MiB", std::string(max_previous_startup_json + 1, ' '), "larger than 1 MiB"},
   };
   for (const Row& row : rows) {

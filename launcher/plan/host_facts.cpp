@@ -6,10 +6,13 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <set>
 
 #include "base/files.h"
@@ -76,7 +79,7 @@ std::optional<std::string> read_small_file(const std::string& path) {
 
 std::string read_etc_file(const char* path) { return read_small_file(path).value_or(""); }
 
-// Missing files are the rule here (a host runs on at most one platform): nothing is logged for them.
+// Missing files are the rule here: nothing is logged for them.
 std::optional<std::string> read_if_present(const std::string& path) {
   if (::access(path.c_str(), F_OK) != 0) return std::nullopt;
   return read_small_file(path);
@@ -98,16 +101,40 @@ int count_usable_cpus() {
   return std::max(1, cpus);
 }
 
+// Why a file that is there cannot be read as a platform's description.
+std::string why_unreadable(const std::string& path, const struct stat& info) {
+  if (S_ISDIR(info.st_mode)) return "a directory";
+  if (S_ISFIFO(info.st_mode)) return "a FIFO";
+  if (!S_ISREG(info.st_mode)) return "not a regular file";
+  if (static_cast<std::size_t>(info.st_size) > max_etc_file) return "larger than 1 MiB";
+  if (::access(path.c_str(), R_OK) != 0) return std::strerror(errno);
+  return "a read failed";
+}
+
+// A platform's file: nullopt when there is none. One that is there but cannot be read (a FIFO, a
+// directory, no permission) is noted in `files.unreadable` instead: taken for absent, it would let
+// the next platform, or none, describe a job this host's files say something else about.
+std::optional<std::string> read_platform_file(const std::string& path, PlatformFiles& files) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) files.unreadable[path] = std::strerror(errno);
+    return std::nullopt;
+  }
+  auto text = read_text_file(path, max_etc_file);
+  if (!text) files.unreadable[path] = why_unreadable(path, info);
+  return text;
+}
+
 PlatformFiles platform_files(const Options& options) {
   PlatformFiles files;
-  files.sagemaker_resource_config = read_if_present(sagemaker_resource_config_path);
+  files.sagemaker_resource_config = read_platform_file(sagemaker_resource_config_path, files);
   for (const char* name : {"chief", "master", "worker", "ps", "evaluator"}) {
     std::string file = std::string(name) + ".host";
-    if (auto text = read_if_present(std::string(volcano_config_dir) + "/" + file)) files.volcano_host_files[file] = *text;
+    if (auto text = read_platform_file(std::string(volcano_config_dir) + "/" + file, files)) files.volcano_host_files[file] = *text;
   }
   files.pod_info_dir = options.pod_info_dir.value;
-  files.pod_labels = read_if_present(files.pod_info_dir + "/labels");
-  files.pod_annotations = read_if_present(files.pod_info_dir + "/annotations");
+  files.pod_labels = read_platform_file(files.pod_info_dir + "/labels", files);
+  files.pod_annotations = read_platform_file(files.pod_info_dir + "/annotations", files);
   return files;
 }
 

@@ -25,6 +25,9 @@ struct PlatformFiles {
   std::string pod_info_dir;                               // --pod-info-dir, where the next two come from
   std::optional<std::string> pod_labels;                  // <pod_info_dir>/labels
   std::optional<std::string> pod_annotations;             // <pod_info_dir>/annotations
+  // Those that are there but cannot be read, path -> why ("a FIFO", "Permission denied"): the
+  // platform they belong to stops with exit 2 naming them, rather than take them for absent.
+  std::map<std::string, std::string> unreadable;
 };
 
 struct HostFacts {

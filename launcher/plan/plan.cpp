@@ -78,6 +78,7 @@ Result<Plan> plan_from_platform(const Options& options, const PlanInputs& parsed
   plan.identity = *identity;
   plan.peers = std::move((*job)->peers);
   plan.suffix = (*job)->suffix;
+  plan.warnings.insert(plan.warnings.end(), (*job)->warnings.begin(), (*job)->warnings.end());
   if ((*job)->framework && !options.framework_given) plan.framework = *(*job)->framework;
   if ((*job)->nproc_per_node && !options.nproc_per_node_given) plan.nproc_per_node = *(*job)->nproc_per_node;
   bool listed = std::ranges::any_of(plan.peers, [&](const PeerAddress& peer) {

@@ -86,16 +86,17 @@ def free_tcp_port() -> int:
         return s.getsockname()[1]
 
 
-def test_slurm_step_of_two_tasks_waits_for_names_and_meets_on_the_control_port(tfboot, tmp_path):
-    """Two tasks of one step on this host: the DNS wait, the start barrier, the files, as on Kubernetes."""
+def run_slurm_step_of_two_tasks(tfboot, tmp_path, env=None):
+    """Tasks 0 and 1 of one srun step on this host (localhost), each printing its TF_CONFIG: the
+    two processes, each with its (stdout, stderr)."""
     control_port = str(free_tcp_port())
     tasks = []
     for rank in ("0", "1"):
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_PROCID": rank, "SLURM_LOCALID": rank,
-               "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_TASKS_PER_NODE": "2",
-               "SLURMD_NODENAME": "localhost", "TFBOOT_CONTROL_PORT": control_port, "TFBOOT_WAIT": "20s",
-               "TFBOOT_START_TIMEOUT": "20s", "TFBOOT_LOG_ROOT": str(tmp_path / "logs")}
-        tasks.append(subprocess.Popen([tfboot, "--", "sh", "-c", 'printf %s "$TF_CONFIG"'], env=env, cwd=tmp_path,
+        task_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "SLURM_PROCID": rank, "SLURM_LOCALID": rank,
+                    "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost", "SLURM_STEP_TASKS_PER_NODE": "2",
+                    "SLURMD_NODENAME": "localhost", "TFBOOT_CONTROL_PORT": control_port, "TFBOOT_WAIT": "20s",
+                    "TFBOOT_START_TIMEOUT": "20s", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"), **(env or {})}
+        tasks.append(subprocess.Popen([tfboot, "--", "sh", "-c", 'printf %s "$TF_CONFIG"'], env=task_env, cwd=tmp_path,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = []
     try:
@@ -106,8 +107,13 @@ def test_slurm_step_of_two_tasks_waits_for_names_and_meets_on_the_control_port(t
             if task.poll() is None:
                 task.kill()
                 task.wait()
+    return list(zip(tasks, outputs))
+
+
+def test_slurm_step_of_two_tasks_waits_for_names_and_meets_on_the_control_port(tfboot, tmp_path):
+    """Two tasks of one step on this host: the DNS wait, the start barrier, the files, as on Kubernetes."""
     cluster = {"worker": ["localhost:2222", "localhost:2223"]}
-    for rank, (task, (stdout, stderr)) in enumerate(zip(tasks, outputs)):
+    for rank, (task, (stdout, stderr)) in enumerate(run_slurm_step_of_two_tasks(tfboot, tmp_path)):
         assert task.returncode == 0, stderr
         assert json.loads(stdout) == {"cluster": cluster, "task": {"type": "worker", "index": rank}}
         assert f"identity worker:{rank} from Slurm (SLURM_PROCID)" in stderr
@@ -120,6 +126,18 @@ def test_slurm_step_of_two_tasks_waits_for_names_and_meets_on_the_control_port(t
         assert startup["job"]["names_resolved_by_coordinator"] is True
         assert [p["name"] for p in startup["peers"]] == ["localhost", "localhost"]
         assert [p["port"] for p in startup["peers"]] == [2222, 2223]
+
+
+def test_the_coordinator_names_the_dns_servers_it_used_in_startup_json(tfboot, tmp_path):
+    """The coordinator resolves nothing before the barrier and every name after it: its
+    startup.json names the servers of those lookups, as the other task's does."""
+    # localhost is answered from /etc/hosts; the server is only named, never asked.
+    results = run_slurm_step_of_two_tasks(tfboot, tmp_path, env={"TFBOOT_DNS_SERVER": "127.0.0.1:5399"})
+    for rank, (task, (stdout, stderr)) in enumerate(results):
+        assert task.returncode == 0, stderr
+        startup = json.loads((tmp_path / "logs" / f"worker_{rank}" / "startup.json").read_text())
+        assert startup["job"]["names_resolved_by_coordinator"] is True
+        assert startup["dns_servers"] == ["127.0.0.1:5399"], f"worker:{rank}"
 
 
 def test_volcano_worker(run_tfboot):
@@ -142,9 +160,35 @@ def test_jobset_from_the_pod_info_dir(run_tfboot, tmp_path):
     assert json.loads(result.stdout) == readme_examples()["jobset"]
     assert (f"identity worker:1 from JobSet 'bert' (replicated job worker, job index 1, from {pod_info})"
             in result.stderr)
-    twin = run_tfboot(["--print", "--wait", "0"], env={"TFBOOT_POD_INFO_DIR": str(pod_info)})
+    twin = run_tfboot(["--print", "--wait", "0"], env={"TFBOOT_POD_INFO_DIR": str(pod_info), "TFBOOT_HOSTNAME": "bert-worker-1-0"})
     assert twin.returncode == 0, twin.stderr
     assert json.loads(twin.stdout)["cluster"]["worker"] == ["bert-worker-0-0:2222", "bert-worker-1-0:2222"]
+
+
+def test_jobset_pod_whose_hostname_is_another_task_is_exit_2(run_tfboot, tmp_path):
+    pod_info = jobset_pod_info(tmp_path / "podinfo", "worker", 1)
+    result = run_tfboot(["--print", "--wait", "0", "--pod-info-dir", str(pod_info)], env={"TFBOOT_HOSTNAME": "bert-worker-0-0"})
+    assert result.returncode == 2, result.stderr
+    assert (f"JobSet 'bert': the labels in {pod_info} make this pod bert-worker-1-0 (replicated job worker, job index 1), "
+            "but its hostname is 'bert-worker-0-0' (from TFBOOT_HOSTNAME)") in one_error_line(result)
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("make_unreadable", [
+    pytest.param(lambda path: os.mkfifo(path), id="fifo"),
+    pytest.param(lambda path: path.mkdir(), id="directory"),
+    pytest.param(lambda path: path.write_text("x" * (1024 * 1024 + 1)), id="over-1-MiB"),
+])
+def test_a_platform_file_that_cannot_be_read_is_exit_2_naming_it(run_tfboot, tmp_path, make_unreadable):
+    """The JobSet's labels are also in the annotations file, but a labels file that is there and
+    cannot be read is not taken for absent."""
+    pod_info = jobset_pod_info(tmp_path / "podinfo", "worker", 1)
+    (pod_info / "labels").unlink()
+    make_unreadable(pod_info / "labels")
+    result = run_tfboot(["--print", "--wait", "0", "--pod-info-dir", str(pod_info)], env={"TFBOOT_HOSTNAME": "bert-worker-1-0"})
+    assert result.returncode == 2, result.stderr
+    assert f"{pod_info}/labels exists but cannot be read" in one_error_line(result)
+    assert result.stdout == ""
 
 
 def test_explicit_configuration_wins(run_tfboot):

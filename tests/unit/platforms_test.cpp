@@ -1,8 +1,11 @@
 // Platforms that describe the job (README: Identity, "Platforms"): Slurm's srun environment,
 // SageMaker's resourceconfig.json, Volcano's svc and env plugins, JobSet's pod labels, each in the
-// form the platform documents, and the order in which they are asked.
+// form the platform documents, the order in which they are asked, and how their files are read.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -262,6 +265,73 @@ TEST_CASE("platforms::job_from_sagemaker") {
          where + " is nested more than 16 levels deep"},
     });
   }
+  // A heterogeneous cluster: "data" (algo-1, algo-2) feeds "train" (algo-3, algo-4). Each group's
+  // own list need not be in the same order on every host (here algo-3's file puts algo-4 first).
+  const std::string two_groups =
+      R"({"current_host": "algo-3", "current_group_name": "train", "hosts": ["algo-1", "algo-2", "algo-3", "algo-4"],)"
+      R"( "instance_groups": [{"instance_group_name": "data", "instance_type": "ml.c5.xlarge", "hosts": ["algo-2", "algo-1"]},)"
+      R"( {"instance_group_name": "train", "instance_type": "ml.p4d.24xlarge", "hosts": ["algo-4", "algo-3"]}]})";
+  auto groups_with = [&](const std::string& from, const std::string& to) {
+    std::string text = two_groups;
+    text.replace(text.find(from), from.size(), to);
+    return sagemaker_file(text);
+  };
+  SUBCASE("several instance groups: the current group's hosts, as AWS's training toolkit distributes by default") {
+    check_rows(sagemaker, {
+        {"the training group", {{}, {}, sagemaker_file(two_groups)},
+         "worker:0 from SageMaker (current_host 'algo-3' in instance group 'train' of /opt/ml/input/config/resourceconfig.json) | "
+         "worker algo-3:2222 algo-4:2222"},
+        {"--chief-at-ordinal-0: the group's first host in \"hosts\" is the chief", {{"--chief-at-ordinal-0"}, {}, sagemaker_file(two_groups)},
+         "chief:0 from SageMaker (current_host 'algo-3' in instance group 'train' of /opt/ml/input/config/resourceconfig.json), "
+         "chief at ordinal 0 | chief algo-3:2222; worker algo-4:2222"},
+        {"a host of the other group forms that group's job",
+         {{}, {}, groups_with(R"("current_host": "algo-3", "current_group_name": "train")",
+                              R"("current_host": "algo-1", "current_group_name": "data")")},
+         "worker:0 from SageMaker (current_host 'algo-1' in instance group 'data' of /opt/ml/input/config/resourceconfig.json) | "
+         "worker algo-1:2222 algo-2:2222"},
+        {"one group: every host of \"hosts\", in its order, as before", {{}, {}, sagemaker_file(two_hosts)},
+         "worker:1 from SageMaker (current_host 'algo-2' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222 "
+         "algo-2:2222"},
+    });
+  }
+  SUBCASE("several instance groups that do not say which group this host is in are a usage error asking for --cluster") {
+    check_rows(sagemaker, {
+        {"no current_group_name", {{}, {}, groups_with(R"("current_group_name": "train", )", "")},
+         where + ": \"instance_groups\" lists 2 groups but \"current_group_name\" is missing or not a non-empty string, so "
+                 "the job's hosts are unknown; describe the job with --cluster (and --peer-template, --task-index)"},
+        {"a current group that is not listed", {{}, {}, groups_with(R"("current_group_name": "train")", R"("current_group_name": "eval")")},
+         where + ": current_group_name 'eval' is not in \"instance_groups\", so the job's hosts are unknown; describe the job "
+                 "with --cluster (and --peer-template, --task-index)"},
+        {"current_host outside its group", {{}, {}, groups_with(R"("current_host": "algo-3")", R"("current_host": "algo-1")")},
+         where + ": current_host 'algo-1' is not in instance group 'train'"},
+        {"a group host that is not in hosts", {{}, {}, groups_with(R"(["algo-4", "algo-3"])", R"(["algo-9", "algo-3"])")},
+         where + ": instance group 'train' lists 'algo-9', which is not in \"hosts\""},
+        {"a group listed twice", {{}, {}, groups_with(R"("instance_group_name": "data")", R"("instance_group_name": "train")")},
+         where + ": \"instance_groups\" lists group 'train' twice"},
+        {"a group without hosts", {{}, {}, groups_with(R"("hosts": ["algo-2", "algo-1"])", R"("hosts": "algo-2")")},
+         where + ": \"instance_groups\" holds an entry that is not {\"instance_group_name\": <text>, \"hosts\": [<text>, ...]}"},
+    });
+  }
+  SUBCASE("current_host against the hostname: SageMaker's container has the instance's name, not current_host") {
+    check_rows(sagemaker, {
+        {"the instance's name (SageMaker)", {{}, {{"TRAINING_JOB_NAME", "mnist-1"}}, sagemaker_file(two_hosts), "ip-10-0-103-105"},
+         "worker:1 from SageMaker (current_host 'algo-2' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222 "
+         "algo-2:2222"},
+        {"current_host itself (a gethostname() that reads the file, as the toolkit preloads for MPI)",
+         {{}, {}, sagemaker_file(two_hosts), "algo-2"},
+         "worker:1 from SageMaker (current_host 'algo-2' in /opt/ml/input/config/resourceconfig.json) | worker algo-1:2222 "
+         "algo-2:2222"},
+        {"another of the job's hosts", {{}, {}, sagemaker_file(two_hosts), "algo-1"},
+         "error 2: SageMaker: /opt/ml/input/config/resourceconfig.json says this is current_host 'algo-2', but hostname "
+         "'algo-1' (from gethostname()) is another of its hosts"},
+        {"a hostname tfboot was given", {{"--hostname", "trainer-1"}, {}, sagemaker_file(two_hosts)},
+         "error 2: SageMaker: /opt/ml/input/config/resourceconfig.json says this is current_host 'algo-2', but hostname "
+         "'trainer-1' (from --hostname) says otherwise (a copy of the file left in the image? remove it, or give --cluster)"},
+        {"a Kubernetes pod's name", {{}, {{"POD_NAME", "mnist-worker-1"}}, sagemaker_file(two_hosts)},
+         "error 2: SageMaker: /opt/ml/input/config/resourceconfig.json says this is current_host 'algo-2', but hostname "
+         "'mnist-worker-1' (from POD_NAME) says otherwise (a copy of the file left in the image? remove it, or give --cluster)"},
+    });
+  }
 }
 
 TEST_CASE("platforms::job_from_volcano") {
@@ -301,6 +371,14 @@ TEST_CASE("platforms::job_from_volcano") {
         {"no Volcano variables or files: not Volcano", {{}, {{"POD_NAME", "mnist-worker-1"}}}, "none"},
     });
   }
+  SUBCASE("VC_<TASK>_NUM is compared as a number, not as text") {
+    const std::string worker_1 =
+        "worker:1 from Volcano (VC_TASK_INDEX, type from hostname 'mnist-worker-1' (from gethostname()) in VC_WORKER_HOSTS)" + peers;
+    for (const char* count : {"2", "02", "+2", " 2", "2 ", "\t2\n"}) {
+      CAPTURE(count);
+      CHECK(volcano({{}, with(mnist, {{"VC_TASK_INDEX", "1"}, {"VC_WORKER_NUM", count}}), {}, "mnist-worker-1"}) == worker_1);
+    }
+  }
   SUBCASE("the files under /etc/volcano when the variables are missing") {
     PlatformFiles files;
     files.volcano_host_files["worker.host"] = "mnist-worker-0.mnist\nmnist-worker-1.mnist";
@@ -321,6 +399,14 @@ TEST_CASE("platforms::job_from_volcano") {
          "/etc/volcano/<task>.host (enable the svc plugin, and name the job's tasks chief, worker, ps or evaluator)"},
         {"a count that does not match its list", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "3"}}), {}, "mnist-ps-0"},
          "error 2: VC_WORKER_NUM '3' does not match VC_WORKER_HOSTS, which lists 2 hosts"},
+        {"a count that is no number", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "two"}}), {}, "mnist-ps-0"},
+         "error 2: VC_WORKER_NUM 'two' is not a number of hosts"},
+        {"a negative count", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "-2"}}), {}, "mnist-ps-0"},
+         "error 2: VC_WORKER_NUM '-2' is not a number of hosts"},
+        {"a count with a tail", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "2x"}}), {}, "mnist-ps-0"},
+         "error 2: VC_WORKER_NUM '2x' is not a number of hosts"},
+        {"a count past any list", {{}, with(mnist, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_NUM", "99999999999999999999"}}), {}, "mnist-ps-0"},
+         "error 2: VC_WORKER_NUM '99999999999999999999' does not match VC_WORKER_HOSTS, which lists 2 hosts"},
         {"an index outside the own list", {{"--task-type", "worker"}, with(mnist, {{"VC_TASK_INDEX", "2"}})},
          "error 2: VC_TASK_INDEX '2' is outside VC_WORKER_HOSTS, which lists 2 hosts"},
         {"an index that is not a number", {{}, with(mnist, {{"VC_TASK_INDEX", "one"}}), {}, "mnist-ps-0"},
@@ -371,6 +457,24 @@ TEST_CASE("platforms::job_from_jobset") {
          source_of_worker_1 + " | worker bert-worker-0-0:3000 bert-worker-1-0:3000"},
         {"no JobSet labels: not a JobSet", {{}, {}, jobset_pod("app=\"x\""), "bert-worker-1-0"}, "none"},
         {"no pod-info files: not a JobSet", {{}, {}, PlatformFiles{}, "bert-worker-1-0"}, "none"},
+    });
+  }
+  SUBCASE("the pod's own hostname must be the one its labels give it") {
+    const auto pod = jobset_pod(jobset_labels("worker", "2", "1", "2"));
+    const std::string peers = " | worker bert-worker-0-0:2222 bert-worker-1-0:2222";
+    check_rows(jobset, {
+        {"--hostname, first label", {{"--hostname", "bert-worker-1-0.bert"}, {}, pod, "3f2a9c0d1e4b"}, source_of_worker_1 + peers},
+        {"a Job's pod name (POD_NAME) has a random suffix: the hostname counts",
+         {{}, {{"POD_NAME", "bert-worker-1-0-x7k2p"}}, pod, "bert-worker-1-0"}, source_of_worker_1 + peers},
+        {"another task's hostname", {{}, {}, pod, "bert-worker-0-0"},
+         "error 2: JobSet 'bert': the labels in /etc/podinfo make this pod bert-worker-1-0 (replicated job worker, job index 1), "
+         "but its hostname is 'bert-worker-0-0' (from gethostname())"},
+        {"a --hostname that contradicts the labels", {{"--hostname", "mnist-worker-1"}, {}, pod, "bert-worker-1-0"},
+         "error 2: JobSet 'bert': the labels in /etc/podinfo make this pod bert-worker-1-0 (replicated job worker, job index 1), "
+         "but its hostname is 'mnist-worker-1' (from --hostname)"},
+        {"labels of another JobSet's pod", {{}, {}, pod, "gpt-worker-1-0"},
+         "error 2: JobSet 'bert': the labels in /etc/podinfo make this pod bert-worker-1-0 (replicated job worker, job index 1), "
+         "but its hostname is 'gpt-worker-1-0' (from gethostname())"},
     });
   }
   SUBCASE("several replicated jobs: the annotation tfboot/cluster gives the others' counts") {
@@ -504,6 +608,91 @@ TEST_CASE("platforms::job_from_kubeflow") {
   }
 }
 
+TEST_CASE("platforms::job_from_sagemaker warns when nothing says this is a SageMaker job") {
+  const std::string file = R"({"current_host":"algo-1","hosts":["algo-1","algo-2"]})";
+  auto warnings_of = [&](const Environment& env, const std::string& system_hostname) {
+    auto options = parse_options({}, env);
+    REQUIRE(options);
+    auto parsed = parse_plan_inputs(*options, env);
+    REQUIRE(parsed);
+    HostFacts facts{system_hostname, "", "", {}, sagemaker_file(file)};
+    Hostname hostname = choose_hostname(*options, env, facts.system_hostname);
+    auto job = job_from_sagemaker(PlatformInputs{*options, *parsed, env, facts, hostname});
+    REQUIRE(job);
+    REQUIRE(*job);
+    return (*job)->warnings;
+  };
+  SUBCASE("a training job: SageMaker sets TRAINING_JOB_NAME, and the instance's name is the hostname") {
+    CHECK(warnings_of({{"TRAINING_JOB_NAME", "mnist-1"}}, "ip-10-0-103-105").empty());
+  }
+  SUBCASE("the hostname is current_host") { CHECK(warnings_of({}, "algo-1").empty()); }
+  SUBCASE("neither: the file may be a copy left in the image") {
+    CHECK(warnings_of({}, "3f2a9c0d1e4b") ==
+          std::vector<std::string>{"SageMaker: /opt/ml/input/config/resourceconfig.json says this is current_host 'algo-1', "
+                                   "hostname '3f2a9c0d1e4b' is none of its hosts and TRAINING_JOB_NAME is not set: if this is "
+                                   "not a SageMaker training job, the file is a copy left in the image (remove it, or give --cluster)"});
+  }
+}
+
+TEST_CASE("platforms: a platform file that is there but cannot be read is a usage error naming it") {
+  PlatformFiles files;
+  SUBCASE("SageMaker's") {
+    files.unreadable["/opt/ml/input/config/resourceconfig.json"] = "Permission denied";
+    CHECK(sagemaker({{}, {}, files}) ==
+          "error 2: /opt/ml/input/config/resourceconfig.json exists but cannot be read (Permission denied)");
+  }
+  SUBCASE("Volcano's, when no variable stands in for it") {
+    files.unreadable["/etc/volcano/worker.host"] = "a directory";
+    CHECK(volcano({{}, {{"VC_TASK_INDEX", "0"}}, files}) == "error 2: /etc/volcano/worker.host exists but cannot be read (a directory)");
+    CHECK(volcano({{}, {}, files}) == "error 2: /etc/volcano/worker.host exists but cannot be read (a directory)");
+    CHECK(volcano({{}, {{"VC_TASK_INDEX", "0"}, {"VC_WORKER_HOSTS", "w-0.x"}}, files, "w-0"}) ==
+          "worker:0 from Volcano (VC_TASK_INDEX, type from hostname 'w-0' (from gethostname()) in VC_WORKER_HOSTS) | worker w-0.x:2222");
+  }
+  SUBCASE("a JobSet pod's, even when the other file has the labels") {
+    files = jobset_pod(jobset_labels("worker", "2", "1", "2"));
+    files.pod_labels.reset();
+    files.unreadable["/etc/podinfo/labels"] = "a FIFO";
+    CHECK(jobset({{}, {}, files, "bert-worker-1-0"}) == "error 2: /etc/podinfo/labels exists but cannot be read (a FIFO)");
+  }
+}
+
+TEST_CASE("host_facts::gather_host_facts notes the platform files that are there but cannot be read") {
+  namespace fs = std::filesystem;
+  std::string pattern = "/tmp/tfboot-host-facts-test-XXXXXX";
+  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+  const fs::path dir = pattern;
+  auto facts_for = [&] {
+    const std::vector<std::string> args{"--pod-info-dir", dir.string()};
+    auto options = parse_options(args, {});
+    REQUIRE(options);
+    return gather_host_facts(*options).platform_files;
+  };
+  SUBCASE("absent files are simply absent") {
+    auto files = facts_for();
+    CHECK(files.pod_labels == std::nullopt);
+    CHECK(files.unreadable.count(dir.string() + "/labels") == 0);
+  }
+  SUBCASE("a FIFO, a directory, a file over 1 MiB") {
+    REQUIRE(::mkfifo((dir / "labels").c_str(), 0600) == 0);
+    fs::create_directory(dir / "annotations");
+    auto files = facts_for();
+    CHECK(files.pod_labels == std::nullopt);
+    CHECK(files.unreadable[dir.string() + "/labels"] == "a FIFO");
+    CHECK(files.unreadable[dir.string() + "/annotations"] == "a directory");
+    fs::remove(dir / "labels");
+    std::ofstream(dir / "labels") << std::string(1024 * 1024 + 1, 'x');
+    CHECK(facts_for().unreadable[dir.string() + "/labels"] == "larger than 1 MiB");
+  }
+  SUBCASE("a readable file is read") {
+    std::ofstream(dir / "labels") << "jobset.sigs.k8s.io/jobset-name=\"bert\"";
+    auto files = facts_for();
+    CHECK(files.pod_labels == std::optional<std::string>("jobset.sigs.k8s.io/jobset-name=\"bert\""));
+    CHECK(files.unreadable.count(dir.string() + "/labels") == 0);
+  }
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
 TEST_CASE("platforms::describe_job_by_platform asks JobSet, Volcano, Slurm, SageMaker in this order") {
   PlatformFiles all = jobset_pod(jobset_labels("worker", "2", "1", "2"));
   all.sagemaker_resource_config = R"({"current_host":"algo-1","hosts":["algo-1"]})";
@@ -512,7 +701,7 @@ TEST_CASE("platforms::describe_job_by_platform asks JobSet, Volcano, Slurm, Sage
   PlatformFiles sagemaker_only;
   sagemaker_only.sagemaker_resource_config = all.sagemaker_resource_config;
   check_rows(any_platform, {
-      {"JobSet first", {{}, both_env, all, "v-worker-0"},
+      {"JobSet first", {{}, both_env, all, "bert-worker-1-0"},
        "worker:1 from JobSet 'bert' (replicated job worker, job index 1, from /etc/podinfo) | worker bert-worker-0-0:2222 "
        "bert-worker-1-0:2222"},
       {"then Volcano", {{}, both_env, sagemaker_only, "v-worker-0"},

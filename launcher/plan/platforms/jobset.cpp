@@ -95,10 +95,24 @@ Result<ClusterSpec> task_counts(const PodInfo& pod, TaskType type, const Setting
   return *spec;
 }
 
+// The Job controller sets an Indexed Job's pod hostname to <job>-<completion index>, and JobSet names
+// its Jobs <jobset>-<replicated job>-<job index>: labels that give this pod another name are not
+// its own (copied from another pod, or a volume of another pod mounted). POD_NAME does not count:
+// a Job's pod name carries a random suffix (bert-worker-1-0-x7k2p).
+Result<void> check_own_hostname(const PlatformInputs& in, const std::string& own_host, const std::string& described_as) {
+  const Hostname hostname = choose_hostname(in.options, Environment{}, in.facts.system_hostname);
+  if (hostname.name.empty() || platform::first_label(hostname.name) == own_host) return {};
+  return usage_error(described_as + ", but its hostname is '" + hostname.name + "' (from " + hostname.source + ")");
+}
+
 }  // namespace
 
 Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in) {
-  const PodInfo pod(in.facts.platform_files);
+  const PlatformFiles& files = in.facts.platform_files;
+  for (const char* name : {"/labels", "/annotations"}) {
+    if (auto readable = platform::check_readable(files, files.pod_info_dir + name); !readable) return std::unexpected(readable.error());
+  }
+  const PodInfo pod(files);
   auto jobset = pod.find(jobset_name_key);
   if (!jobset) return std::unexpected(jobset.error());
   if (!*jobset) return std::optional<PlatformJob>{};
@@ -133,6 +147,10 @@ Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in) {
   }
   auto counts = task_counts(pod, *type, *replicas_setting, *replicas);
   if (!counts) return std::unexpected(counts.error());
+  const std::string own_host = jobset_name.value + "-" + replicated_job->value + "-" + job_index_setting->value + "-0";
+  const std::string described_as = "JobSet '" + jobset_name.value + "': the labels in " + files.pod_info_dir + " make this pod " +
+                                   own_host + " (replicated job " + replicated_job->value + ", job index " + job_index_setting->value + ")";
+  if (auto own = check_own_hostname(in, own_host, described_as); !own) return std::unexpected(own.error());
 
   // The controller's subdomain is the headless Service the kubelet names in /etc/hosts.
   auto suffix = choose_dns_suffix(in.options, in.env, in.facts.hosts_file, parse_resolv_conf(in.facts.resolv_conf),
@@ -152,7 +170,7 @@ Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in) {
   if (!peers) return std::unexpected(peers.error());
   Identity identity{*type, *job_index,
                     "JobSet '" + jobset_name.value + "' (replicated job " + replicated_job->value + ", job index " +
-                        job_index_setting->value + ", from " + in.facts.platform_files.pod_info_dir + ")"};
+                        job_index_setting->value + ", from " + files.pod_info_dir + ")"};
   return std::optional<PlatformJob>{PlatformJob{"JobSet", identity, std::move(*peers), *suffix}};
 }
 

@@ -39,6 +39,15 @@ Result<void> check_host_name(const std::string& host, const std::string& source)
   return {};
 }
 
+Result<void> check_readable(const PlatformFiles& files, const std::string& path) {
+  if (auto it = files.unreadable.find(path); it != files.unreadable.end()) {
+    return usage_error(path + " exists but cannot be read (" + it->second + ")");
+  }
+  return {};
+}
+
+std::string first_label(std::string_view name) { return std::string(name.substr(0, name.find('.'))); }
+
 Result<std::vector<PeerAddress>> peers_from_tasks(const TasksByType& tasks, const std::string& platform, bool fully_qualified) {
   std::vector<PeerAddress> peers;
   std::map<std::string, std::string> task_at;  // "host:port" -> task

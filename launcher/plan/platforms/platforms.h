@@ -6,6 +6,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -28,6 +29,7 @@ struct PlatformJob {
   std::optional<DnsSuffix> suffix;  // the peers' Service, when the names carry one (JobSet)
   std::optional<Framework> framework;       // the runtime's framework (Kubeflow's torch and JAX runtimes)
   std::optional<Setting> nproc_per_node;    // the runtime's processes per node (PET_NPROC_PER_NODE)
+  std::vector<std::string> warnings;        // for the log (Plan::warnings)
 };
 
 struct PlatformInputs {
@@ -65,6 +67,12 @@ std::optional<Setting> env_setting(const Environment& env, const std::string& na
 
 // A host name that DNS cannot look up is an error naming where it came from.
 Result<void> check_host_name(const std::string& host, const std::string& source);
+
+// A usage error naming `path` when the platform's file is there but could not be read (host_facts.h).
+Result<void> check_readable(const PlatformFiles& files, const std::string& path);
+
+// The first label of a host name: "bert-worker-1-0" of "bert-worker-1-0.bert.ml.svc".
+std::string first_label(std::string_view name);
 
 // Every task as a peer, in TF_CONFIG order; two tasks at one address are an error naming `platform`.
 Result<std::vector<PeerAddress>> peers_from_tasks(const TasksByType& tasks, const std::string& platform,

@@ -10,6 +10,7 @@ namespace tfboot {
 namespace {
 
 using platform::env_setting;
+using platform::first_label;
 
 // The Volcano task names read as task types; a job's other tasks are not part of TF_CONFIG.
 struct TaskName {
@@ -34,21 +35,33 @@ std::vector<std::string> split_trimmed(std::string_view text, char separator) {
   return parts;
 }
 
-std::string first_label(std::string_view name) { return std::string(name.substr(0, name.find('.'))); }
+// VC_<TASK>_NUM as the number it says, whatever the spelling ("2", "02", "+2", " 2"): nullopt when
+// it is no non-negative decimal number. Digits only from there, so any length compares.
+std::optional<std::string> count_digits(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  if (text.starts_with('+')) text.remove_prefix(1);
+  if (text.empty() || !std::ranges::all_of(text, [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  while (text.size() > 1 && text.front() == '0') text.remove_prefix(1);
+  return std::string(text);
+}
 
 // The hosts Volcano lists for one of its tasks, in index order; nullopt when it lists none.
 Result<std::optional<HostList>> hosts_of(const PlatformInputs& in, std::string_view name) {
   std::string upper(name);
   std::ranges::transform(upper, upper.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  const std::string file_name = std::string(name) + ".host";
+  const std::string file_path = std::string(volcano_config_dir) + "/" + file_name;
   std::optional<HostList> list;
   if (auto setting = env_setting(in.env, "VC_" + upper + "_HOSTS")) {
     list = HostList{split_trimmed(setting->value, ','), setting->source};
-  } else if (auto file = in.facts.platform_files.volcano_host_files.find(std::string(name) + ".host");
-             file != in.facts.platform_files.volcano_host_files.end()) {
+  } else if (auto file = in.facts.platform_files.volcano_host_files.find(file_name); file != in.facts.platform_files.volcano_host_files.end()) {
     std::string_view text = file->second;
     while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
     if (text.empty()) return std::optional<HostList>{};
-    list = HostList{split_trimmed(text, '\n'), std::string(volcano_config_dir) + "/" + file->first};
+    list = HostList{split_trimmed(text, '\n'), file_path};
+  } else if (auto readable = platform::check_readable(in.facts.platform_files, file_path); !readable) {
+    return std::unexpected(readable.error());
   }
   if (!list) return std::optional<HostList>{};
   if (list->hosts.size() > max_platform_hosts) return usage_error(list->source + " lists more than " + std::to_string(max_platform_hosts) + " hosts");
@@ -57,9 +70,13 @@ Result<std::optional<HostList>> hosts_of(const PlatformInputs& in, std::string_v
     if (auto named = platform::check_host_name(host, list->source); !named) return std::unexpected(named.error());
     if (!seen.insert(host).second) return usage_error(list->source + " lists '" + host + "' twice");
   }
-  if (auto count = env_setting(in.env, "VC_" + upper + "_NUM"); count && count->value != std::to_string(list->hosts.size())) {
-    return usage_error(count->source + " '" + count->value + "' does not match " + list->source + ", which lists " +
-                       std::to_string(list->hosts.size()) + " hosts");
+  if (auto count = env_setting(in.env, "VC_" + upper + "_NUM")) {
+    auto digits = count_digits(count->value);
+    if (!digits) return usage_error(quoted(*count) + " is not a number of hosts");
+    if (*digits != std::to_string(list->hosts.size())) {
+      return usage_error(quoted(*count) + " does not match " + list->source + ", which lists " +
+                         std::to_string(list->hosts.size()) + " hosts");
+    }
   }
   return list;
 }

@@ -189,9 +189,9 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   if (!outcome.all_resolved) {
     int count = 0;
     std::string missing = missing_names(result.names, count);
-    return make_error(exit_code::peers_unresolved, std::to_string(count) + " of " + std::to_string(names.size()) +
-                                                       " names did not resolve within --wait " + seconds_text(options.wait) +
-                                                       ": " + missing);
+    const std::string how_many = names.size() == 1 ? "the name did not resolve"
+                                                   : std::to_string(count) + " of " + counted(names.size(), "name") + " did not resolve";
+    return make_error(exit_code::peers_unresolved, how_many + " within --wait " + seconds_text(options.wait) + ": " + missing);
   }
   log::info("{} after {:.3f}s", names.size() == 1 ? std::string("the name resolves") : "all " + counted(names.size(), "name") + " resolve", result.seconds);
   return result;

@@ -53,6 +53,15 @@ std::vector<std::string_view> split_non_empty(std::string_view text, char separa
   return parts;
 }
 
+std::string joined(const std::vector<std::string>& parts, std::string_view separator) {
+  std::string text;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) text += separator;
+    text += parts[i];
+  }
+  return text;
+}
+
 std::vector<std::string_view> lines(std::string_view text) {
   std::vector<std::string_view> parts = split(text, '\n');
   if (parts.back().empty()) parts.pop_back();  // after the last '\n', or "" itself

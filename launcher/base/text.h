@@ -24,6 +24,8 @@ std::string join_host_port(std::string_view host, int port);
 std::vector<std::string_view> split(std::string_view text, char separator);
 // The same without the empty parts: "/a::/b:" gives "/a", "/b" (search paths, words).
 std::vector<std::string_view> split_non_empty(std::string_view text, char separator);
+// The parts joined by `separator`, split's inverse: {"a", "b"} and "," give "a,b"; none give "".
+std::string joined(const std::vector<std::string>& parts, std::string_view separator);
 // The lines of `text` without their '\n', as views into it: a last line needs no '\n', and ""
 // has none.
 std::vector<std::string_view> lines(std::string_view text);

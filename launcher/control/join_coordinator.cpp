@@ -12,6 +12,7 @@
 #include <set>
 #include <variant>
 
+#include "base/text.h"
 #include "control/auth.h"
 #include "control/link.h"
 
@@ -28,13 +29,6 @@ struct Candidate {
   short watched = 0;              // the events the event set has for it
   std::string source;             // the peer's address without its port
 };
-
-// "10.0.0.1,fd00::1": one entry of the start's table of addresses.
-std::string joined_addresses(const std::vector<std::string>& addresses) {
-  std::string text;
-  for (const auto& address : addresses) text += (text.empty() ? "" : ",") + address;
-  return text;
-}
 
 std::vector<std::vector<std::string>> addresses_of(const std::vector<MemberInfo>& members) {
   std::vector<std::vector<std::string>> addresses;
@@ -440,7 +434,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     if (!with_table) {
       Start table = start;
       table.addresses.emplace();
-      for (const auto& member : pending_members_) table.addresses->push_back(joined_addresses(member.addresses));
+      for (const auto& member : pending_members_) table.addresses->push_back(joined(member.addresses, ","));  // "10.0.0.1,fd00::1"
       with_table = encoded(table);
     }
     it->second.channel.send(with_table);

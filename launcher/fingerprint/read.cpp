@@ -458,9 +458,7 @@ void read_gpus(const Tree& tree, Fingerprint& fingerprint) {
     }
   }
   if (count == 0) return;
-  std::string joined;
-  for (const auto& model : models) joined += (joined.empty() ? "" : ", ") + model;
-  fingerprint.gpus = clean_fingerprint_value(joined);
+  fingerprint.gpus = clean_fingerprint_value(joined({models.begin(), models.end()}, ", "));
   fingerprint.gpu_count = std::to_string(count);
 }
 

@@ -49,12 +49,6 @@ Result<std::string> job_id_of(const Options& options, const Plan& plan) {
   return job_id_of_cluster(config.is_object() ? config["cluster"].dump() : *text);
 }
 
-std::string joined_text(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
-
 // A name that points elsewhere may be a stale record in a DNS cache: it is asked again for this
 // long (twice the TTL a default cluster DNS gives its records) before the start is aborted.
 constexpr auto stale_record_window = 60s;
@@ -91,10 +85,7 @@ Result<VerifiedMembers> verify_member_names(const Options& options, const HostFa
     return make_error(exit_code::peers_unresolved, "DNS names that do not point at their tasks (a stale record, or a wrong Service?): " + check.problems);
   }
   VerifiedMembers verified{check.table, {}};
-  for (std::size_t i : check.strangers) {
-    verified.strangers.emplace_back(members[i].task, "a connection from " + members[i].source + " claimed it, but " + dns->names[i].name +
-                                                         " resolves to " + joined_text(dns->names[i].addresses));
-  }
+  for (const auto& stranger : check.strangers) verified.strangers.emplace_back(members[stranger.position].task, stranger.problem);
   if (verified.strangers.empty()) log::info("start barrier: every task's name resolves to that task");
   return verified;
 }

@@ -5,14 +5,10 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "base/text.h"
+
 namespace tfboot {
 namespace {
-
-std::string joined(const std::vector<std::string>& items) {
-  std::string text;
-  for (const auto& item : items) text += (text.empty() ? "" : ",") + item;
-  return text;
-}
 
 bool points_at(const std::vector<std::string>& resolved, const std::vector<std::string>& reported) {
   if (reported.empty()) return true;
@@ -57,11 +53,11 @@ MemberNameCheck check_member_names(const std::vector<MemberInfo>& members, const
       if (from_its_address && points_at(resolved[i].addresses, member.addresses)) continue;
       const bool at_another_task = std::ranges::any_of(resolved[i].addresses, [&](const std::string& address) { return sources.contains(address); });
       if (!from_its_address && !at_another_task) {
-        check.strangers.push_back(i);
         // The name asked, not the one the hello gave: a stranger's hello says what it likes.
-        problem = "a connection from " + member.source + " claimed it, but " + resolved[i].name + " resolves to " + joined(resolved[i].addresses);
+        problem = "a connection from " + member.source + " claimed it, but " + resolved[i].name + " resolves to " + joined(resolved[i].addresses, ",");
+        check.strangers.push_back({i, problem});
       } else {
-        problem = member.name + " resolves to " + joined(resolved[i].addresses) + ", but the task has " + joined(member.addresses);
+        problem = member.name + " resolves to " + joined(resolved[i].addresses, ",") + ", but the task has " + joined(member.addresses, ",");
       }
     }
     check.mismatched.push_back(i);

@@ -16,7 +16,11 @@ struct MemberNameCheck {
   std::vector<MemberInfo> table;        // the members, each with the addresses its name resolves to
                                         // that its task has (all of them when none compares)
   std::vector<std::size_t> mismatched;  // positions in `table` whose name does not point at its task
-  std::vector<std::size_t> strangers;   // of those, the ones whose connection came from elsewhere
+  struct Stranger {
+    std::size_t position;
+    std::string problem;  // "a connection from 10.0.0.66 claimed it, but w-1.svc resolves to 10.0.0.2"
+  };
+  std::vector<Stranger> strangers;      // of those, the ones whose connection came from elsewhere
   std::string problems;                 // one clause per mismatched member, for the log and the error
 };
 

@@ -52,9 +52,7 @@ std::vector<std::string> own_name_warnings(const std::vector<PeerAddress>& peers
       return std::ranges::find(facts.interface_addresses, address) != facts.interface_addresses.end();
     });
     if (ours) continue;
-    std::string addresses;
-    for (const auto& address : names[i].addresses) addresses += (addresses.empty() ? "" : ",") + address;
-    warnings.push_back("own name " + peers[i].name + " resolves to " + addresses +
+    warnings.push_back("own name " + peers[i].name + " resolves to " + joined(names[i].addresses, ",") +
                        ", which is not an address of this host (stale DNS record or wrong Service?)");
     log::warn("{}", warnings.back());
   }

@@ -116,10 +116,8 @@ Result<void> check_interface_settings(const Environment& env, const HostFacts& f
         return exact ? interface == wanted : interface.starts_with(wanted);
       });
       if (present) continue;
-      std::string have;
-      for (const auto& interface : facts.interface_names) have += (have.empty() ? "" : ", ") + interface;
       return usage_error(std::string(name) + "='" + it->second + "' names '" + std::string(wanted) +
-                         "', which is no interface of this host (it has " + have + ")");
+                         "', which is no interface of this host (it has " + joined(facts.interface_names, ", ") + ")");
     }
   }
   return {};

@@ -73,7 +73,9 @@ TEST_CASE("member names: a connection from another address than its name's is a 
   const std::vector<NameStatus> answers{answer("worker-0.train", {"10.0.0.1"}), answer("worker-1.train", {"10.0.0.2"}),
                                         answer("worker-2.train", {"10.0.0.3"}), answer("worker-3.train", {"10.0.0.4"})};
   auto check = check_member_names(members, answers, true);
-  CHECK(check.strangers == std::vector<std::size_t>{1});
+  REQUIRE(check.strangers.size() == 1);
+  CHECK(check.strangers[0].position == 1);
+  CHECK(check.strangers[0].problem == "a connection from 10.0.0.66 claimed it, but worker-1.train resolves to 10.0.0.2");
   CHECK(check.mismatched == std::vector<std::size_t>{1});
   CHECK(check.problems == "worker:1 on host 'worker-1': a connection from 10.0.0.66 claimed it, but worker-1.train resolves to 10.0.0.2");
   SUBCASE("a name pointing at another task's address is a wrong record, not a stranger") {

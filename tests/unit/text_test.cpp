@@ -16,6 +16,13 @@ TEST_CASE("text::split") {
   CHECK(split_non_empty("", ':').empty());
 }
 
+TEST_CASE("text::joined") {
+  CHECK(joined({"10.0.0.1", "fd00::1"}, ",") == "10.0.0.1,fd00::1");
+  CHECK(joined({"eth0"}, ", ") == "eth0");
+  CHECK(joined({}, ",").empty());
+  CHECK(joined({"", ""}, ",") == ",");
+}
+
 TEST_CASE("text::lines") {
   CHECK(lines("a\n\nb") == Parts{"a", "", "b"});
   CHECK(lines("a\n") == Parts{"a"});  // a final newline starts no line

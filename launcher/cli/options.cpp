@@ -55,6 +55,9 @@ constexpr OptionSpec option_table[] = {
     {"control-source-check", Kind::value, "MODE", "on: a task's connection must come from its name's address; off behind a NAT",
      "on", true},
     {"idle-when-done", Kind::flag, "", "init: after the command succeeded, stay idle until stopped", "off"},
+    {"max-restarts", Kind::value, "N", "init: restart the whole job in place after a failure, at most N times", "0", true},
+    {"stop-together", Kind::value, "MODE", "init: on passes a stop signal to one task on to every task's command", "on",
+     true},
     {"framework", Kind::value, "F", "tensorflow, pytorch or jax: the environment each process gets", "tensorflow", true},
     {"nproc-per-node", Kind::value, "N", "processes of the command per task: a number, gpu, cpu or auto (pytorch, jax)",
      "1", true},
@@ -78,7 +81,7 @@ std::string env_twin(std::string_view name) {
 }
 
 // TFBOOT_* names tfboot reads or sets that are not an option's twin.
-constexpr std::string_view other_tfboot_variables[] = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR"};
+constexpr std::string_view other_tfboot_variables[] = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR", "TFBOOT_RESTART_COUNT"};
 
 // The option (by name) nearest to `name` when it is a likely typo of it, else nothing.
 std::optional<std::string_view> nearest_option(std::string_view name) {
@@ -124,8 +127,8 @@ std::vector<std::string> unknown_twins(const Environment& env) {
 
 // What tfboot local reads (README: tfboot local); the others are about DNS, pods and the control
 // channel, which it has none of.
-constexpr std::string_view local_options[] = {"cluster",    "log-root",       "stop-grace",    "log-level",
-                                              "log-format", "evaluator-in-cluster", "framework", "nproc-per-node"};
+constexpr std::string_view local_options[] = {"cluster",          "log-root",  "stop-grace",     "log-level",   "log-format",
+                                              "evaluator-in-cluster", "framework", "nproc-per-node", "max-restarts"};
 
 std::vector<std::string> ignored_by_local(const std::map<std::string, Setting, std::less<>>& given) {
   std::vector<std::string> warnings;
@@ -174,6 +177,14 @@ Result<T> parse_choice(const Setting& setting, const Choice<T> (&choices)[N]) {
 }
 
 using RawSettings = std::map<std::string, Setting, std::less<>>;
+
+// 0..max written in decimal digits only, else nothing.
+std::optional<int> whole_number(const Setting& setting, int max) {
+  int value = -1;
+  auto [end, error] = std::from_chars(setting.value.data(), setting.value.data() + setting.value.size(), value);
+  if (error != std::errc{} || end != setting.value.data() + setting.value.size() || value < 0 || value > max) return std::nullopt;
+  return value;
+}
 
 Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std::string> command) {
   Options options;
@@ -236,17 +247,20 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
                        duration("start-timeout", options.start_timeout), duration("stop-grace", options.stop_grace)}) {
     if (!checked) return std::unexpected(checked.error());
   }
-  {
-    auto port = get("control-port");
-    int value = -1;
-    auto [end, error] = std::from_chars(port->value.data(), port->value.data() + port->value.size(), value);
-    if (error != std::errc{} || end != port->value.data() + port->value.size() || value < 0 || value > 65535) {
-      return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
-    }
-    options.control_port = value;
+  if (auto port = get("control-port"); auto value = whole_number(*port, 65535)) {
+    options.control_port = *value;
+  } else {
+    return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
+  }
+  if (auto restarts = get("max-restarts"); auto value = whole_number(*restarts, max_restarts_allowed)) {
+    options.max_restarts = *value;
+  } else {
+    return usage_error(restarts->source + " '" + restarts->value + "' must be a number of restarts 0.." +
+                       std::to_string(max_restarts_allowed));
   }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
                        choose("control-source-check", on_off_choices, options.control_source_check),
+                       choose("stop-together", on_off_choices, options.stop_together),
                        choose("log-level", log_level_choices, options.log_level),
                        choose("log-format", log_format_choices, options.log_format),
                        choose("framework", framework_choices, options.framework)}) {

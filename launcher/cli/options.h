@@ -61,6 +61,11 @@ struct Options {
   // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
   // StatefulSet does not restart a finished job.
   bool idle_when_done = false;
+  // Init mode with the control channel, and tfboot local: a failure restarts every task's command
+  // in place, this many times at most; 0 ends the job at the first failure.
+  int max_restarts = 0;
+  // Init mode: a stop signal to one task's tfboot reaches every task's command.
+  bool stop_together = true;
   std::string log_level;
   LogFormat log_format{};
   std::vector<std::string> command;  // empty: the default command
@@ -70,6 +75,7 @@ struct Options {
 };
 
 inline const std::vector<std::string> default_command{"python", "train.py"};
+inline constexpr int max_restarts_allowed = 10000;
 
 // args excludes argv[0].
 Result<Options> parse_options(std::span<const std::string> args, const Environment& env);

@@ -35,6 +35,11 @@ struct JobSettings {
   // PyTorch and JAX: the job is done when every task's command succeeded (as torchrun waits for
   // every rank), not when the coordinator's did (TensorFlow's chief).
   bool done_when_every_task_is = false;
+  // After the start, the coordinator's rules for the job (README: Restarts and preemption): the
+  // restarts made so far, the most made in place, a stop signal to one task passed to all.
+  int restarts = 0;
+  int max_restarts = 0;
+  bool stop_together = false;
   std::string hostname;               // this task's host name, for messages
   std::string own_name;               // this task's DNS name as in TF_CONFIG
   std::string coordinator_name;       // the coordinator's DNS name as in TF_CONFIG, for messages

@@ -417,6 +417,9 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     return make_error(abort->code, abort->message);
   }
   Start& start = std::get<Start>(decision);
+  start.restarts = settings_.restarts;
+  start.max_restarts = settings_.max_restarts;
+  start.stop_together = settings_.stop_together;
   if (!start.names_verified) pending_members_ = barrier_.members();
   // Two encodings at most, each made once: the start, and the start with the table of addresses
   // for the tasks that asked for it.
@@ -454,7 +457,8 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     watched.push_back({present.task, true});
     tasks.emplace(it->first, LinkedTask{present.task, std::move(it->second.channel)});
   }
-  StartInfo info{start.environment_differences, start.tasks, settings_.supervise, start.names_verified, addresses_of(pending_members_)};
+  StartInfo info{start.environment_differences, start.tasks,        settings_.supervise, start.names_verified,
+                 addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
   return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched, now);
 }

@@ -246,7 +246,8 @@ void TaskBarrier::on_accepted(const Accepted& accepted, Instant now) {
 Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Instant now) {
   log_differences(start.environment_differences);
   log::info("start barrier: the coordinator says start");
-  StartInfo info{start.environment_differences, start.tasks, start.supervised, start.names_verified, {}};
+  StartInfo info{start.environment_differences, start.tasks,        start.supervised,   start.names_verified,
+                 {},                              start.restarts, start.max_restarts, start.stop_together};
   if (start.addresses) {
     for (const auto& entry : *start.addresses) {
       auto parts = split_non_empty(entry, ',');

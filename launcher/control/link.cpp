@@ -2,11 +2,20 @@
 #include "control/link.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "base/log.h"
 
 namespace tfboot {
 namespace {
+
+// The task a coordinator's stop, restart or preempt names.
+std::optional<JobMember> task_named(const Message& message) {
+  if (const Stop* stop = std::get_if<Stop>(&message)) return stop->task;
+  if (const Restart* restart = std::get_if<Restart>(&message)) return restart->task;
+  if (const Preempt* preempt = std::get_if<Preempt>(&message)) return preempt->task;
+  return std::nullopt;
+}
 
 // The coordinator's side after the start: heartbeats to every supervised task, their exits and
 // silences into the JobMonitor, its decisions out to every task. The supervisor polls one
@@ -20,7 +29,8 @@ class CoordinatorLink final : public JobLink {
         listener_(std::move(listener)),
         events_(std::move(events)),
         tasks_(std::move(tasks)),
-        monitor_(settings.self, watched, settings.peer_silent_after, now, settings.done_when_every_task_is),
+        monitor_(settings.self, watched, settings.peer_silent_after, now,
+                 JobRules{settings.done_when_every_task_is, settings.restarts, settings.max_restarts, settings.stop_together}),
         next_heartbeat_(now + settings.heartbeat_every) {
     for (auto& [key, linked] : tasks_) look_after(key, linked);
   }
@@ -30,7 +40,7 @@ class CoordinatorLink final : public JobLink {
   Instant next_wakeup() const override { return tasks_.empty() ? Instant::max() : std::min(monitor_.next_deadline(), next_heartbeat_); }
 
   std::vector<JobEvent> process(const std::vector<pollfd>&, Instant now) override {
-    std::vector<JobEvent> events;
+    std::vector<JobEvent> events = std::exchange(own_restart_, {});
     auto ready = events_.wait(now);  // now: no waiting, only what is ready
     if (!ready) log::warn("{}", ready.error().message);
     for (const auto& [key, revents] : ready ? *ready : std::vector<EventSet::Ready>{}) {
@@ -55,12 +65,22 @@ class CoordinatorLink final : public JobLink {
     return events;
   }
 
+  // Our own command's end: the supervisor knows it already, but not whether the job restarts,
+  // which the next process() says.
   void report_exit(int status, const std::string& detail) override {
-    std::vector<JobEvent> ignored;  // our own command's end: the supervisor knows it already
-    apply(monitor_.on_own_exit(status, detail), ignored);
+    std::vector<JobEvent> events;
+    apply(monitor_.on_own_exit(status, detail), events);
+    for (const JobEvent& event : events) {
+      if (event.kind == JobEventKind::restart) own_restart_.push_back(event);
+    }
   }
 
-  bool awaits_other_tasks() const override { return !monitor_.decided(); }
+  void report_stop_signal(int signal_number) override {
+    std::vector<JobEvent> ignored;  // the supervisor passed the signal on already
+    apply(monitor_.on_own_stop_signal(signal_number), ignored);
+  }
+
+  bool awaits_other_tasks() const override { return !monitor_.decided() || !own_restart_.empty(); }
 
   void finish(std::chrono::milliseconds at_most) override {
     listener_.reset();
@@ -125,7 +145,10 @@ class CoordinatorLink final : public JobLink {
 
   void apply(JobDecision decision, std::vector<JobEvent>& events) {
     events.insert(events.end(), decision.events.begin(), decision.events.end());
-    if (decision.broadcast) broadcast(*decision.broadcast);
+    if (!decision.broadcast) return;
+    broadcast(*decision.broadcast);
+    // A task that stops before us connects again; the fresh barrier will listen, this one refuses.
+    if (std::holds_alternative<Restart>(*decision.broadcast)) listener_.reset();
   }
 
   // The job has started: a new hello is refused at once, with no state kept for it.
@@ -146,6 +169,7 @@ class CoordinatorLink final : public JobLink {
   std::vector<std::uint64_t> broken_;       // to be buried at the end of process()
   JobMonitor monitor_;
   Instant next_heartbeat_;
+  std::vector<JobEvent> own_restart_;  // decided on our own command's failure, for the next process()
 };
 
 // A task's side after the start: heartbeats to the coordinator, its done/stop in, our exit out.
@@ -177,8 +201,9 @@ class TaskLink final : public JobLink {
         channel_->fail("protocol violation: " + message.error().message);
         break;
       }
-      if (const Stop* stop = std::get_if<Stop>(&*message); stop && !in_cluster(settings_, stop->task)) {
-        channel_->fail("protocol violation: a stop for " + stop->task.text() + ", not a task of this job");
+      if (auto named = task_named(*message); named && !in_cluster(settings_, *named)) {
+        channel_->fail("protocol violation: a " + std::string(message_type(*message)) + " for " + named->text() +
+                       ", not a task of this job");
         break;
       }
       if (auto event = watch_.on_message(*message, now)) events.push_back(*event);
@@ -198,6 +223,10 @@ class TaskLink final : public JobLink {
 
   void report_exit(int status, const std::string& detail) override {
     if (channel_) channel_->send(Exit{status, detail});
+  }
+
+  void report_stop_signal(int signal_number) override {
+    if (channel_ && start_info_.stop_together && !watch_.decided()) channel_->send(Preempt{settings_.self, signal_number});
   }
 
   // A task done early waits for the coordinator's verdict on the job (done, or a stop).

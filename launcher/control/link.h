@@ -25,6 +25,10 @@ struct StartInfo {
   // Every task's addresses in cluster order (their names' DNS answers when names_verified): on
   // the coordinator, and on a task that asked for the table (--address ip); else empty.
   std::vector<std::vector<std::string>> addresses;
+  // The job's rules, as the coordinator's start said them.
+  int restarts = 0;
+  int max_restarts = 0;
+  bool stop_together = false;
 };
 
 class JobLink {
@@ -43,9 +47,14 @@ class JobLink {
   // job was decided before.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
   virtual void report_exit(int status, const std::string& detail = "") = 0;
-  // After report_exit(0): the job is not done yet: a task waits for the coordinator's verdict, the
-  // coordinator of a PyTorch or JAX job for the other tasks; process() says when it is.
+  // After report_exit: the job is not decided yet: a task waits for the coordinator's verdict, the
+  // coordinator of a PyTorch or JAX job for the other tasks, a failed task for a restart or the
+  // stop; process() says when it is.
   virtual bool awaits_other_tasks() const { return false; }
+  // A stop signal came to our tfboot: with stop_together, every task's command gets it too.
+  virtual void report_stop_signal(int signal_number) = 0;
+  // The job restarts in place after a failure (restarts < max_restarts).
+  bool may_restart() const { return start_info_.restarts < start_info_.max_restarts; }
   // Delivers what is queued and closes, waiting at most `at_most`.
   virtual void finish(std::chrono::milliseconds at_most) = 0;
 

@@ -91,7 +91,7 @@ Result<VerifiedMembers> verify_member_names(const Options& options, const HostFa
 }
 
 Result<JobSettings> settings_for(const Options& options, const Plan& plan, const HostFacts& facts,
-                                 const std::optional<std::string>& secret, bool supervise) {
+                                 const std::optional<std::string>& secret, bool supervise, int restarts) {
   JobSettings settings;
   auto job_id = job_id_of(options, plan);
   if (!job_id) return std::unexpected(job_id.error());
@@ -105,6 +105,9 @@ Result<JobSettings> settings_for(const Options& options, const Plan& plan, const
   settings.secret = secret;
   settings.supervise = supervise;
   settings.done_when_every_task_is = plan.framework != Framework::tensorflow;
+  settings.restarts = restarts;
+  settings.max_restarts = supervise ? options.max_restarts : 0;
+  settings.stop_together = supervise && options.stop_together;
   settings.hostname = plan.hostname.name;
   if (const PeerAddress* own = peer_of(plan, settings.self)) settings.own_name = own->name;
   settings.own_addresses = routable_addresses(facts.interface_addresses);
@@ -131,6 +134,9 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   summary["fingerprint"] = nlohmann::ordered_json::parse(to_json(own), nullptr, false);
   if (!own.cut_short.empty()) summary["fingerprint_cut_short"] = own.cut_short;
   summary["environment_differences"] = start.environment_differences;
+  summary["restarts_in_place"] = start.restarts;
+  summary["max_restarts"] = start.max_restarts;
+  summary["stop_together"] = start.stop_together;
   return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -141,13 +147,27 @@ class LinkJobView final : public JobView {
   Instant next_wakeup() const override { return link_.next_wakeup(); }
   std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) override {
     for (const JobEvent& event : link_.process(fds, now)) {
-      if (event.kind == JobEventKind::job_done) return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
+      switch (event.kind) {
+        case JobEventKind::job_done: return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
+        case JobEventKind::restart:
+          return JobOutcome{exit_code::ok,
+                            "restarting the job in place (restart " + std::to_string(event.restart) + " of " +
+                                std::to_string(link_.start_info().max_restarts) + "): " + event.message,
+                            event.task, JobAction::restart, event.restart};
+        case JobEventKind::preempt:
+          return JobOutcome{exit_code::signal_base + event.status, event.message, event.task, JobAction::stop_together};
+        case JobEventKind::task_failed:
+        case JobEventKind::coordinator_lost: break;
+      }
       return JobOutcome{exit_code::job_stopped, "stopping: " + event.message, event.task};
     }
     return std::nullopt;
   }
   void report_exit(int exit_code, const std::string& detail) override { link_.report_exit(exit_code, detail); }
   bool awaits_other_tasks() const override { return link_.awaits_other_tasks(); }
+  bool may_restart() const override { return link_.may_restart(); }
+  void report_stop_signal(int signal_number) override { link_.report_stop_signal(signal_number); }
+  bool stops_together() const override { return link_.start_info().stop_together; }
   void finish() override { link_.finish(5s); }
 
  private:
@@ -221,8 +241,8 @@ std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<N
 }
 
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise, Instant started) {
-  auto made = settings_for(options, plan, facts, secret, supervise);
+                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts) {
+  auto made = settings_for(options, plan, facts, secret, supervise, restarts);
   if (made) {
     made->started = started;
     made->wants_table = options.address == AddressMode::ip;
@@ -248,6 +268,8 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   membership.summary_json = summary_json(settings, own, (*link)->start_info());
   membership.names_verified = (*link)->start_info().names_verified;
   if (membership.names_verified) membership.verified_addresses = (*link)->start_info().addresses;
+  membership.restarts = (*link)->start_info().restarts;
+  membership.max_restarts = (*link)->start_info().max_restarts;
   membership.link = std::move(*link);
   return membership;
 }

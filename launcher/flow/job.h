@@ -27,6 +27,9 @@ struct JobMembership {
   // Then, for the coordinator and a task that asked (--address ip): every task's addresses, in
   // cluster order; empty otherwise.
   std::vector<std::vector<std::string>> verified_addresses;
+  // The job's restarts so far and the most it makes in place, as the coordinator's start said.
+  int restarts = 0;
+  int max_restarts = 0;
 };
 
 // What can be checked before any lookup: the secret file (exit 2 when unusable).
@@ -52,8 +55,10 @@ std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vec
 // check failed), 3 (a name that does not resolve or points elsewhere, found by the coordinator),
 // 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
 // `started`: when this tfboot started (the coordinator's name check waits for young pods' records).
+// `restarts`: the job's restarts so far, as this task knows them (the coordinator's count is the
+// job's: the start carries it, JobMembership::restarts).
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise, Instant started);
+                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts = 0);
 
 // One answer per peer in cluster order, for TF_CONFIG (--address ip) and startup.json. `own` holds
 // the task's own lookups, by name; those are kept. The others are resolved when the

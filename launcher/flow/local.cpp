@@ -210,6 +210,8 @@ struct LocalJob {
       }
     }
   }
+  // A task failed (not a stop signal): the job restarts in place if it has restarts left.
+  bool failed() const { return result.value_or(exit_code::ok) != exit_code::ok && !ended_by_signal; }
   // One line that says how the run ended and with which status tfboot exits.
   void say_how_it_ended(const std::string& log_root) const {
     const int status = result.value_or(exit_code::ok);
@@ -219,9 +221,11 @@ struct LocalJob {
   }
 };
 
-int supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& processes, std::chrono::milliseconds stop_grace,
-                    const std::string& log_root, std::function<std::string(std::size_t)> failure_detail,
-                    bool coordinator_ends_job) {
+// The status tfboot exits with, or nullopt when a task failed and `restart` ("restart 1 of 3")
+// says the job starts again.
+std::optional<int> supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& processes, std::chrono::milliseconds stop_grace,
+                                   const std::string& log_root, std::function<std::string(std::size_t)> failure_detail,
+                                   bool coordinator_ends_job, const std::string& restart) {
   LocalJob job{children, processes, StopSchedule(stop_grace), std::move(failure_detail)};
   job.coordinator_ends_job = coordinator_ends_job;
   std::vector<pollfd> none;
@@ -234,8 +238,59 @@ int supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& process
     job.on_time();
   }
   children.drain_output(1s);
+  if (job.failed() && !restart.empty()) {
+    log::warn("job failed: {}; restarting every task in place ({}, --max-restarts)", job.outcome, restart);
+    return std::nullopt;
+  }
   job.say_how_it_ended(log_root);
   return job.result.value_or(exit_code::ok);
+}
+
+// One run of every task's processes, from their start to their end: the status tfboot exits with,
+// or nullopt when the job restarts (`restart` names the restart, "" when none is left).
+Result<std::optional<int>> run_local_tasks(const Options& options, const std::vector<LocalTask>& tasks, const std::vector<NodeJob>& nodes,
+                                           const std::vector<std::string>& inherited, const Environment& env,
+                                           const std::string& log_root, const std::string& restart) {
+  const std::vector<std::string>& command = options.command.empty() ? default_command : options.command;
+  std::vector<TaskProcesses> launches;
+  std::vector<LocalProcess> processes;
+  std::vector<CommandProcess> specs;
+  std::vector<std::pair<std::size_t, std::size_t>> owner;  // process -> (task, local process)
+  for (std::size_t t = 0; t < tasks.size(); ++t) {
+    const LocalTask& task = tasks[t];
+    TaskProcesses launch;
+    launch.command = command;
+    launch.tf_config = options.framework == Framework::tensorflow ? task.tf_config : "";
+    launch.log_dir = task.log_dir;
+    launch.type = task.type;
+    launch.index = task.index;
+    launch.host = "127.0.0.1";
+    if (options.framework != Framework::tensorflow) launch.extra = {"NCCL_SOCKET_IFNAME=lo", "GLOO_SOCKET_IFNAME=lo"};
+    launch.label_prefix = "[" + task_name(task.type, task.index) + " ";
+    launch.always_label = true;
+    clear_error_files(nodes[t], task.log_dir);
+    auto made = command_processes(launch, nodes[t], inherited, env);
+    for (std::size_t p = 0; p < made.size(); ++p) {
+      std::string name = task_name(task.type, task.index) + (options.framework == Framework::tensorflow ? "" : " " + made[p].name);
+      processes.push_back(LocalProcess{&task, made[p].spec.output_label, name});
+      owner.emplace_back(t, p);
+      specs.push_back(std::move(made[p]));
+    }
+    launches.push_back(std::move(launch));
+  }
+  auto children = ChildSet::create(false);
+  if (!children) return std::unexpected(children.error());
+  if (specs.size() != tasks.size()) log::info("{} in all, {} per task", counted(specs.size(), "process"), nodes[0].local_world_size);
+  for (const CommandProcess& process : specs) {
+    // On failure the ChildSet's destructor stops and reaps the tasks already started.
+    if (auto started = (*children)->start(process.spec); !started) return std::unexpected(started.error());
+  }
+  auto detail = [&](std::size_t process) {
+    auto [t, p] = owner[process];
+    return failed_process_detail(nodes[t], launches[t], p);
+  };
+  return supervise_tasks(**children, processes, options.stop_grace, log_root, detail, options.framework == Framework::tensorflow,
+                         restart);
 }
 
 }  // namespace
@@ -260,52 +315,22 @@ Result<int> run_local(const Options& options, const Environment& env, const std:
   for (const LocalTask& task : *tasks) peers.push_back(PeerAddress{task.type, task.index, "127.0.0.1", task.port, false});
   const HostFacts facts = gather_host_facts(options);
   std::vector<NodeJob> nodes;
-  std::vector<TaskProcesses> launches;
-  std::vector<LocalProcess> processes;
-  std::vector<CommandProcess> specs;
-  std::vector<std::pair<std::size_t, std::size_t>> owner;  // process -> (task, local process)
   const Setting nproc = options.nproc_per_node;
   for (std::size_t t = 0; t < tasks->size(); ++t) {
     auto node = plan_nodes(options.framework, nproc, peers, (*tasks)[t].type, (*tasks)[t].index, facts, env);
     if (!node) return std::unexpected(node.error());
+    node->max_restarts = options.max_restarts;
     nodes.push_back(*node);
   }
-  for (std::size_t t = 0; t < tasks->size(); ++t) {
-    const LocalTask& task = (*tasks)[t];
-    TaskProcesses launch;
-    launch.command = command;
-    launch.tf_config = options.framework == Framework::tensorflow ? task.tf_config : "";
-    launch.log_dir = task.log_dir;
-    launch.type = task.type;
-    launch.index = task.index;
-    launch.host = "127.0.0.1";
-    if (options.framework != Framework::tensorflow) launch.extra = {"NCCL_SOCKET_IFNAME=lo", "GLOO_SOCKET_IFNAME=lo"};
-    launch.label_prefix = "[" + task_name(task.type, task.index) + " ";
-    launch.always_label = true;
-    clear_error_files(nodes[t], task.log_dir);
-    auto made = command_processes(launch, nodes[t], inherited, env);
-    for (std::size_t p = 0; p < made.size(); ++p) {
-      std::string name = task_name(task.type, task.index) + (options.framework == Framework::tensorflow ? "" : " " + made[p].name);
-      processes.push_back(LocalProcess{&task, made[p].spec.output_label, name});
-      owner.emplace_back(t, p);
-      specs.push_back(std::move(made[p]));
-    }
-    launches.push_back(std::move(launch));
-  }
-  auto children = ChildSet::create(false);
-  if (!children) return std::unexpected(children.error());
   log::info("starting {} of {} on 127.0.0.1; logs under {}", counted(tasks->size(), "task"), cluster_setting.value, log_root);
-  if (specs.size() != tasks->size()) log::info("{} in all, {} per task", counted(specs.size(), "process"), nodes[0].local_world_size);
-  for (const CommandProcess& process : specs) {
-    // On failure the ChildSet's destructor stops and reaps the tasks already started.
-    if (auto started = (*children)->start(process.spec); !started) return std::unexpected(started.error());
+  for (int restarts = 0;; ++restarts) {
+    for (NodeJob& node : nodes) node.restarts = restarts;
+    auto status = run_local_tasks(options, *tasks, nodes, inherited, env, log_root,
+                                  restarts < options.max_restarts ? "restart " + std::to_string(restarts + 1) + " of " +
+                                                                        std::to_string(options.max_restarts)
+                                                                  : "");
+    if (!status || *status) return status ? Result<int>(**status) : std::unexpected(status.error());
   }
-  auto detail = [&](std::size_t process) {
-    auto [t, p] = owner[process];
-    return failed_process_detail(nodes[t], launches[t], p);
-  };
-  return supervise_tasks(**children, processes, options.stop_grace, log_root, detail,
-                         options.framework == Framework::tensorflow);
 }
 
 }  // namespace tfboot

@@ -22,6 +22,7 @@ std::vector<CommandProcess> command_processes(const TaskProcesses& task, const N
     std::vector<std::string> extra =
         framework_variables(nodes, local_rank, torch_error_file(task.log_dir, rank), env);
     extra.insert(extra.end(), task.extra.begin(), task.extra.end());
+    extra.push_back("TFBOOT_RESTART_COUNT=" + std::to_string(nodes.restarts));
     const bool labelled = several || task.always_label;
     // Python buffers a pipe: without this a labelled process's print() would show only when it exits.
     if (labelled && !env.contains("PYTHONUNBUFFERED")) extra.push_back("PYTHONUNBUFFERED=1");

@@ -209,9 +209,9 @@ bool runs_as_init(const Options& options, const NodeJob& nodes) {
 
 Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
                                              const HostFacts& facts, const std::optional<std::string>& secret,
-                                             const NodeJob& nodes, Instant started) {
+                                             const NodeJob& nodes, Instant started, int restarts) {
   if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes), started);
+  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes), started, restarts);
 }
 
 // startup.json's end record, at exit in init mode (exec mode has no "after"). A failure to write
@@ -224,7 +224,23 @@ void record_end(const Launch& launch, const SupervisionEnd& end) {
   }
 }
 
-Result<int> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
+// Init mode: the command's processes under supervision, until they end or the job restarts. The
+// ChildSet (and its hold on the signals) lasts one run, so that a stop signal during a restart's
+// barrier ends tfboot as one before the first start does.
+Result<SupervisionEnd> supervise(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
+  // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
+  auto children = ChildSet::create(::getpid() != 1);
+  if (!children) return std::unexpected(children.error());
+  std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
+  InitSettings settings{.stop_grace = options.stop_grace, .job = job_view.get()};
+  settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
+  auto end = supervise_command(**children, launch.processes, settings);
+  if (end) record_end(launch, *end);
+  return end;
+}
+
+// Exec mode replaces tfboot with the command; init mode supervises it (nullopt: the job restarts).
+Result<std::optional<int>> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
   bool as_init = runs_as_init(options, nodes);
   if (launch.processes.size() > 1) {
     log::info("running {} processes of {} (supervised as init)", launch.processes.size(), command_text(launch.task.command));
@@ -236,18 +252,18 @@ Result<int> run_command(const Options& options, const Launch& launch, const Node
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::unexpected(exec_command(launch.processes.front().spec.argv, launch.processes.front().spec.environment));
   }
-  // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
-  auto children = ChildSet::create(::getpid() != 1);
-  if (!children) return std::unexpected(children.error());
-  std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
-  InitSettings settings{.stop_grace = options.stop_grace, .job = job_view.get()};
-  settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
-  auto end = supervise_command(**children, launch.processes, settings);
+  auto end = supervise(options, launch, nodes, job);
   if (!end) return std::unexpected(end.error());
-  record_end(launch, *end);
-  if (end->exit_code != exit_code::ok || !options.idle_when_done) return end->exit_code;
+  if (end->reason == EndReason::restarting) {
+    log::warn("{}; joining the job's start barrier again", end->message);
+    job.link->finish(std::chrono::seconds(5));  // the coordinator's restart reaches every task before its barrier opens
+    job.link.reset();
+    if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
+    return std::optional<int>{};
+  }
+  if (end->exit_code != exit_code::ok || !options.idle_when_done) return std::optional<int>{end->exit_code};
   log::info("done; staying idle until stopped (--idle-when-done), so that a StatefulSet does not start the job again");
-  return idle_until_stopped();
+  return std::optional<int>{idle_until_stopped()};
 }
 
 Result<int> run_entrypoint(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {
@@ -272,15 +288,25 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes, started);
-  if (!job) return std::unexpected(job.error());
-  if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, *dns); !completed) return std::unexpected(completed.error());
-  tf_config = make_tf_config_text(options, *plan, dns->names);
-  if (!tf_config) return std::unexpected(tf_config.error());
-  const auto interface = settle_master(options, env, facts, *dns, *nodes);
-  auto launch = write_files(options, *plan, *dns, *tf_config, *job, inherited, started_at, *nodes, interface, env);
-  if (!launch) return std::unexpected(launch.error());
-  return run_command(options, *launch, *nodes, *job);
+  // Once, or again after each restart in place (README: Restarts and preemption): a task's pod
+  // may come back as a new instance with a new address, which the barrier's name check sees.
+  for (int restarts = 0;;) {
+    const double attempt_started_at = restarts == 0 ? started_at : unix_seconds();
+    auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes, started, restarts);
+    if (!job) return std::unexpected(job.error());
+    DnsResult answers = *dns;
+    if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, answers); !completed) return std::unexpected(completed.error());
+    tf_config = make_tf_config_text(options, *plan, answers.names);
+    if (!tf_config) return std::unexpected(tf_config.error());
+    nodes->restarts = job->restarts;
+    nodes->max_restarts = job->max_restarts;
+    const auto interface = settle_master(options, env, facts, answers, *nodes);
+    auto launch = write_files(options, *plan, answers, *tf_config, *job, inherited, attempt_started_at, *nodes, interface, env);
+    if (!launch) return std::unexpected(launch.error());
+    auto ran = run_command(options, *launch, *nodes, *job);
+    if (!ran || *ran) return ran ? Result<int>(**ran) : std::unexpected(ran.error());
+    restarts = job->restarts + 1;
+  }
 }
 
 // The environment as a map for reading (the first of two equal keys wins, as getenv does) and

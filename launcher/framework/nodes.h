@@ -27,6 +27,10 @@ struct NodeJob {
   std::string nproc_source;          // "--nproc-per-node 'gpu' (4 GPUs)", for the log
   std::string master_addr;           // the coordinator's name; its address with --address ip
   int master_port = default_master_port;
+  // The job's restarts in place so far and the most it makes (--max-restarts): each process sees
+  // them (TFBOOT_RESTART_COUNT; TORCHELASTIC_RESTART_COUNT and _MAX_RESTARTS for PyTorch).
+  int restarts = 0;
+  int max_restarts = 0;
   int world_size() const { return nodes * local_world_size; }
   int rank(int local_rank) const { return node_rank * local_world_size + local_rank; }
 };

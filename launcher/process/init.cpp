@@ -30,6 +30,7 @@ struct InitState {
   const std::vector<CommandProcess>& processes;
   std::vector<std::size_t> ids;  // each process's child in `children`
   int stop_requests = 0;
+  int stop_signal = 0;  // the first stop signal that came to tfboot
   std::optional<JobOutcome> decision;  // the job told us to stop
   std::optional<int> failure;          // the first process that failed decides the task's status
   std::string failure_detail;          // and what it left to say
@@ -57,10 +58,23 @@ SupervisionEnd closing(SupervisionEnd end) {
   return end;
 }
 
-SupervisionEnd job_end(const JobOutcome& outcome) {
+// How the job's decision ends the task, once its command has ended with `status`.
+SupervisionEnd job_end(const JobOutcome& outcome, int status) {
+  switch (outcome.action) {
+    case JobAction::restart:
+      return {exit_code::ok, EndReason::restarting, outcome.reason, outcome.failed_task, outcome.restart};
+    case JobAction::stop_together:
+      // A command that saved its work and exited 0 is still not done: the job must be run again.
+      return {status != exit_code::ok ? status : outcome.exit_code, EndReason::stopped_together, outcome.reason,
+              outcome.failed_task};
+    case JobAction::end: break;
+  }
   return {outcome.exit_code, outcome.exit_code == exit_code::ok ? EndReason::job_done : EndReason::job_failed, outcome.reason,
           outcome.failed_task};
 }
+
+// The log's last line for an end, unless the job goes on (a restart).
+SupervisionEnd closing_unless_restarting(SupervisionEnd end) { return end.reason == EndReason::restarting ? end : closing(std::move(end)); }
 
 void pass_on_signal(InitState& state, int signal_number) {
   // A command that ignores the first SIGTERM/SIGINT would otherwise keep the container alive
@@ -72,6 +86,12 @@ void pass_on_signal(InitState& state, int signal_number) {
     log::warn("second stop signal: killing {} (each process group)", state.what());
     state.signal_all(SIGKILL);
     return;
+  }
+  if (stop) {
+    state.stop_signal = signal_number;
+    // A drained node or a reclaimed spot instance: with --stop-together every rank hears it now,
+    // and can save the same step, rather than failing on a missing peer later.
+    if (state.settings.job && !state.decision) state.settings.job->report_stop_signal(signal_number);
   }
   // Job control as dumb-init does it in its default (setsid) mode: the command's group has no
   // terminal, where SIGTSTP, SIGTTIN and SIGTTOU may be ignored or caught, so it gets SIGSTOP,
@@ -93,7 +113,15 @@ void follow_job(InitState& state, const std::vector<pollfd>& fds) {
   auto decision = state.settings.job->process(fds, SteadyClock::now());
   if (!decision) return;
   state.decision = decision;
-  bool done = decision->exit_code == exit_code::ok;
+  if (decision->action == JobAction::stop_together) {
+    log::warn("{}", decision->reason);
+    if (state.stop_requests > 0) return;  // this task's own stop signal: passed on already
+    state.stop_requests = 1;
+    state.stop_signal = decision->exit_code - exit_code::signal_base;
+    state.stop.terminate_at(SteadyClock::now());
+    return;
+  }
+  bool done = decision->exit_code == exit_code::ok && decision->action == JobAction::end;
   if (done) log::info("{}", decision->reason);
   else log::error("{}", decision->reason);
   state.stop.terminate_at(SteadyClock::now() + (done ? finish_window : std::chrono::milliseconds(0)));
@@ -136,7 +164,8 @@ void on_process_exit(InitState& state, std::size_t process, int status) {
 std::optional<JobOutcome> wait_for_the_job(InitState& state) {
   JobView& job = *state.settings.job;
   if (!job.awaits_other_tasks()) return std::nullopt;
-  log::info("this task is done; waiting for the job's outcome (the others' end, or a failure)");
+  log::info("{}", state.failure ? "this task failed; waiting for the job to restart or stop (--max-restarts)"
+                                 : "this task is done; waiting for the job's outcome (the others' end, or a failure)");
   while (true) {
     std::vector<pollfd> fds;
     job.add_poll_fds(fds);
@@ -150,7 +179,8 @@ std::optional<JobOutcome> wait_for_the_job(InitState& state) {
     }
     if (event.kind == ChildSet::Event::Kind::exited) continue;
     if (auto decision = job.process(fds, SteadyClock::now())) {
-      if (decision->exit_code == exit_code::ok) log::info("{}", decision->reason);
+      if (decision->action == JobAction::restart) log::error("{}", decision->reason);
+      else if (decision->exit_code == exit_code::ok) log::info("{}", decision->reason);
       else log::error("the job failed after this task was done: {}", decision->reason);
       return decision;
     }
@@ -204,6 +234,8 @@ std::string_view to_string(EndReason reason) {
     case EndReason::stopped_by_signal: return "stopped_by_signal";
     case EndReason::job_done: return "job_done";
     case EndReason::job_failed: return "job_failed";
+    case EndReason::restarting: return "restarting";
+    case EndReason::stopped_together: return "stopped_together";
   }
   return "command_failed";
 }
@@ -225,16 +257,24 @@ Result<SupervisionEnd> supervise_command(ChildSet& children, const std::vector<C
   if (processes.size() == 1) log::info("command {}", how_it_ended(state, children.exit_code(state.ids[0]).value_or(status)));
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
-  if (state.decision) return closing(job_end(*state.decision));
+  if (state.decision) return closing_unless_restarting(job_end(*state.decision, status));
   std::optional<JobOutcome> outcome;
   if (settings.job) {
     settings.job->report_exit(status, state.failure_detail);
-    if (status == exit_code::ok) outcome = wait_for_the_job(state);
-    settings.job->finish();
+    // Done: the job's end decides ours. Failed: the job restarts, or stops (then ours is the status).
+    if (state.stop_requests == 0 && (status == exit_code::ok || settings.job->may_restart())) outcome = wait_for_the_job(state);
+    if (outcome && status != exit_code::ok && outcome->action == JobAction::end) outcome.reset();
+    // A restart keeps the channel until the command is stopped; the caller closes it then.
+    if (!outcome || outcome->action != JobAction::restart) settings.job->finish();
   }
-  if (outcome) return closing(job_end(*outcome));
+  if (outcome) return closing_unless_restarting(job_end(*outcome, status));
   if (status != exit_code::ok && state.stop_requests > 0) {
     return closing({status, EndReason::stopped_by_signal, "asked to stop: the command exited with status " + std::to_string(status)});
+  }
+  if (state.stop_requests > 0 && settings.job && settings.job->stops_together()) {
+    return closing({exit_code::signal_base + state.stop_signal, EndReason::stopped_by_signal,
+                    "asked to stop: the command exited with status 0, before the job was done (--stop-together: a status "
+                    "that asks for the job to run again)"});
   }
   if (status != exit_code::ok) {
     return closing({status, EndReason::command_failed,

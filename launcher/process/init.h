@@ -17,11 +17,16 @@
 
 namespace tfboot {
 
-// What the job decided for this task: stop the command and end tfboot with `exit_code`.
+// What the job decided for this task: stop the command, then end tfboot with `exit_code` (end),
+// start the command again after a fresh start barrier (restart), or end as the command does,
+// having passed it the stop signal another task got (stop_together).
+enum class JobAction { end, restart, stop_together };
 struct JobOutcome {
   int exit_code = 0;
   std::string reason;       // one line for the log
-  std::string failed_task;  // the task whose failure (or loss) stopped the job ("worker:1"), or ""
+  std::string failed_task;  // the task whose failure (or loss) stopped or restarts the job ("worker:1"), or ""
+  JobAction action = JobAction::end;
+  int restart = 0;          // restart: the job's restarts with this one
 };
 
 // The supervisor's view of the job's control channel (README: Job supervision).
@@ -35,8 +40,15 @@ class JobView {
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
   virtual void report_exit(int exit_code, const std::string& detail) = 0;
-  // After report_exit: the job is not done until the other tasks are (PyTorch, JAX on the coordinator).
+  // After report_exit: the job is not decided until the other tasks are done (PyTorch, JAX on the
+  // coordinator), or, after a failure, until it says restart or stop.
   virtual bool awaits_other_tasks() const = 0;
+  // A failure of the command restarts the job in place (--max-restarts) rather than ending it.
+  virtual bool may_restart() const = 0;
+  // A stop signal came to tfboot and was passed on: the job may pass it to every task (--stop-together).
+  virtual void report_stop_signal(int signal_number) = 0;
+  // --stop-together is on for the job: a task stopped by a signal ends with a retryable status.
+  virtual bool stops_together() const = 0;
   // Delivers what is queued to the job and closes the channel, within a bounded time.
   virtual void finish() = 0;
 };
@@ -64,6 +76,8 @@ enum class EndReason {
   stopped_by_signal,  // a stop signal came to tfboot and was passed on; the command then failed
   job_done,           // the job's coordinator finished
   job_failed,         // another task failed or was lost
+  restarting,         // the job restarts in place: the command starts again after a fresh barrier
+  stopped_together,   // another task's stop signal was passed on (--stop-together); ends as the command did
 };
 // "command_succeeded", "job_failed", ...
 std::string_view to_string(EndReason reason);
@@ -72,7 +86,8 @@ struct SupervisionEnd {
   int exit_code = 0;  // what tfboot exits with
   EndReason reason = EndReason::command_succeeded;
   std::string message;
-  std::string failed_task;  // job_failed: the task whose failure (or loss) stopped the job, or ""
+  std::string failed_task;  // job_failed, restarting: the task whose failure (or loss) decided, or ""
+  int restart = 0;          // restarting: the job's restarts with this one
 };
 
 // Init mode: starts each process of the command in a process group of its own in `children`,

@@ -135,6 +135,9 @@ TEST_CASE("control_protocol::encode and parse_message") {
         {Exit{137}, Sender::task},
         {Done{}, Sender::coordinator},
         {Stop{member("worker:1"), -1, "worker:1 was lost"}, Sender::coordinator},
+        {Restart{member("worker:1"), 3, "worker:1 failed with status 3", 2}, Sender::coordinator},
+        {Preempt{member("worker:1"), 15}, Sender::task},
+        {Preempt{member("worker:1"), 15}, Sender::coordinator},
     };
     for (const auto& [message, from] : messages) {
       CAPTURE(encode(message));
@@ -142,6 +145,23 @@ TEST_CASE("control_protocol::encode and parse_message") {
     }
     CHECK(encode(Ping{}) == "{\"type\":\"ping\"}\n");
     CHECK(encode(Exit{3}) == "{\"type\":\"exit\",\"status\":3}\n");
+  }
+
+  SUBCASE("the job's rules ride on the start; a start without them (an older coordinator) has none") {
+    Start start{true, {}, 2, false, std::nullopt};
+    start.restarts = 1;
+    start.max_restarts = 3;
+    start.stop_together = true;
+    auto parsed = parse_message(round_trip(start, Sender::coordinator), Sender::coordinator);
+    REQUIRE(parsed);
+    CHECK(std::get<Start>(*parsed).restarts == 1);
+    CHECK(std::get<Start>(*parsed).max_restarts == 3);
+    CHECK(std::get<Start>(*parsed).stop_together);
+    auto older = parse_message(R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"tasks":2})",
+                               Sender::coordinator);
+    REQUIRE(older);
+    CHECK(std::get<Start>(*older).max_restarts == 0);
+    CHECK_FALSE(std::get<Start>(*older).stop_together);
   }
 
   SUBCASE("our own invalid UTF-8 is replaced, not thrown") {
@@ -205,6 +225,12 @@ TEST_CASE("control_protocol::encode and parse_message") {
          Sender::coordinator, "a bad 'start' message: 'addresses' does not have one entry per task"},
         {"start with a table entry that is not text", R"({"type":"start","supervised":true,"environment_differences":[],"names_verified":false,"tasks":1,"addresses":[1]})",
          Sender::coordinator, "a bad 'start' message: 'addresses' holds an item that is not a string of at most 4160 bytes"},
+        {"a task may not send restart", R"({"type":"restart","task":"worker:1","status":1,"message":"x","count":1})", Sender::task,
+         "a 'restart' message from a task"},
+        {"a restart counted 0", R"({"type":"restart","task":"worker:1","status":1,"message":"x","count":0})", Sender::coordinator,
+         "a bad 'restart' message: 'count' is outside 1..1000000"},
+        {"a preempt with no signal", R"({"type":"preempt","task":"worker:1","signal":0})", Sender::task,
+         "a bad 'preempt' message: 'signal' is outside 1..64"},
         {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
          "a message over 65536 bytes"},
     };
@@ -380,7 +406,7 @@ TEST_CASE("control_protocol::StartBarrier") {
 
 TEST_CASE("control_protocol::JobMonitor when every task must finish (PyTorch, JAX)") {
   JobMonitor monitor(member("worker:0"), {{member("worker:1"), true}, {member("worker:2"), true}, {member("worker:3"), false}}, 10s,
-                     t0, /*every_task_must_finish=*/true);
+                     t0, JobRules{.every_task_must_finish = true});
   SUBCASE("the coordinator's 0 waits for every supervised task; the last one's 0 ends the job") {
     auto own = monitor.on_own_exit(0);
     CHECK(own.events.empty());
@@ -466,6 +492,64 @@ TEST_CASE("control_protocol::JobMonitor") {
   }
 }
 
+TEST_CASE("control_protocol::JobMonitor with restarts left (--max-restarts)") {
+  JobMonitor monitor(member("chief:0"), {{member("worker:0"), true}, {member("worker:1"), true}}, 10s, t0,
+                     JobRules{.restarts = 1, .max_restarts = 2});
+  SUBCASE("a task's failure restarts the job, counted, once") {
+    auto decision = monitor.on_message(member("worker:1"), Exit{3}, t0 + 1s);
+    REQUIRE(decision.events.size() == 1);
+    CHECK(decision.events[0].kind == JobEventKind::restart);
+    CHECK(decision.events[0].restart == 2);
+    CHECK(decision.events[0].message == "worker:1 failed with status 3");
+    REQUIRE(decision.broadcast);
+    CHECK(encode(*decision.broadcast) ==
+          "{\"type\":\"restart\",\"task\":\"worker:1\",\"status\":3,\"message\":\"worker:1 failed with status 3\",\"count\":2}\n");
+    CHECK(monitor.on_message(member("worker:0"), Exit{143}, t0 + 2s).events.empty());
+    CHECK(monitor.decided());
+  }
+  SUBCASE("a lost task and the coordinator's own failure restart it too") {
+    CHECK(std::holds_alternative<Restart>(*monitor.on_closed(member("worker:0"), "connection reset", t0).broadcast));
+    JobMonitor other(member("chief:0"), {{member("worker:0"), true}}, 10s, t0, JobRules{.max_restarts = 1});
+    auto own = other.on_own_exit(1);
+    REQUIRE(own.events.size() == 1);
+    CHECK(own.events[0].kind == JobEventKind::restart);
+    CHECK(own.events[0].restart == 1);
+  }
+  SUBCASE("with none left the failure stops the job, as without restarts") {
+    JobMonitor spent(member("chief:0"), {{member("worker:0"), true}}, 10s, t0, JobRules{.restarts = 2, .max_restarts = 2});
+    auto decision = spent.on_message(member("worker:0"), Exit{3}, t0 + 1s);
+    REQUIRE(decision.broadcast);
+    CHECK(std::holds_alternative<Stop>(*decision.broadcast));
+  }
+}
+
+TEST_CASE("control_protocol::JobMonitor with --stop-together") {
+  JobMonitor monitor(member("chief:0"), {{member("worker:0"), true}, {member("worker:1"), true}}, 10s, t0,
+                     JobRules{.max_restarts = 3, .stop_together = true});
+  SUBCASE("a task's stop signal goes to every task, and no failure after it restarts or stops the job") {
+    auto decision = monitor.on_message(member("worker:1"), Preempt{member("worker:1"), 15}, t0 + 1s);
+    REQUIRE(decision.events.size() == 1);
+    CHECK(decision.events[0].kind == JobEventKind::preempt);
+    CHECK(decision.events[0].message == "worker:1 was asked to stop (SIGTERM): every task stops together");
+    REQUIRE(decision.broadcast);
+    CHECK(encode(*decision.broadcast) == "{\"type\":\"preempt\",\"task\":\"worker:1\",\"signal\":15}\n");
+    CHECK_FALSE(monitor.on_message(member("worker:1"), Exit{143}, t0 + 2s).broadcast);
+    CHECK_FALSE(monitor.on_own_exit(143).broadcast);
+  }
+  SUBCASE("the coordinator's own stop signal too") {
+    auto decision = monitor.on_own_stop_signal(2);
+    REQUIRE(decision.broadcast);
+    CHECK(std::get<Preempt>(*decision.broadcast).task == member("chief:0"));
+    CHECK(std::get<Preempt>(*decision.broadcast).signal == 2);
+  }
+  SUBCASE("off, a stop signal is only the task's own") {
+    JobMonitor off(member("chief:0"), {{member("worker:0"), true}}, 10s, t0);
+    CHECK_FALSE(off.on_message(member("worker:0"), Preempt{member("worker:0"), 15}, t0).broadcast);
+    CHECK_FALSE(off.on_own_stop_signal(15).broadcast);
+    CHECK_FALSE(off.decided());
+  }
+}
+
 TEST_CASE("control_protocol::CoordinatorWatch") {
   CoordinatorWatch watch(member("chief:0"), true, 10s, t0);
   SUBCASE("done is the job's end") {
@@ -481,6 +565,19 @@ TEST_CASE("control_protocol::CoordinatorWatch") {
     CHECK(event->kind == JobEventKind::task_failed);
     CHECK(event->task == "worker:3");
     CHECK(event->status == 1);
+  }
+  SUBCASE("restart and preempt are the coordinator's decisions, once") {
+    auto event = watch.on_message(Restart{member("worker:3"), -1, "worker:3 was lost: connection reset", 4}, t0);
+    REQUIRE(event);
+    CHECK(event->kind == JobEventKind::restart);
+    CHECK(event->restart == 4);
+    CHECK(event->status == -1);
+    CHECK_FALSE(watch.on_message(Preempt{member("worker:1"), 15}, t0));
+    CoordinatorWatch other(member("chief:0"), true, 10s, t0);
+    auto preempt = other.on_message(Preempt{member("worker:1"), 15}, t0);
+    REQUIRE(preempt);
+    CHECK(preempt->kind == JobEventKind::preempt);
+    CHECK(preempt->status == 15);
   }
   SUBCASE("silence or a closed connection loses the coordinator") {
     watch.on_message(Ping{}, t0 + 3s);

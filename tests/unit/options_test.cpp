@@ -329,6 +329,12 @@ TEST_CASE("options::parse_options enumerated values") {
       {{"--control-source-check", "off"}, {}, [](const Options& o) { return !o.control_source_check; }},
       {{}, {{"TFBOOT_CONTROL_SOURCE_CHECK", "off"}}, [](const Options& o) { return !o.control_source_check; }},
       {{"--control-source-check=on"}, {{"TFBOOT_CONTROL_SOURCE_CHECK", "off"}}, [](const Options& o) { return o.control_source_check; }},
+      {{}, {}, [](const Options& o) { return o.max_restarts == 0 && o.stop_together; }},
+      {{"--max-restarts", "3"}, {}, [](const Options& o) { return o.max_restarts == 3; }},
+      {{}, {{"TFBOOT_MAX_RESTARTS", "10000"}}, [](const Options& o) { return o.max_restarts == 10000; }},
+      {{"--max-restarts=0"}, {{"TFBOOT_MAX_RESTARTS", "5"}}, [](const Options& o) { return o.max_restarts == 0; }},
+      {{"--stop-together", "off"}, {}, [](const Options& o) { return !o.stop_together; }},
+      {{}, {{"TFBOOT_STOP_TOGETHER", "off"}}, [](const Options& o) { return !o.stop_together; }},
   };
   for (std::size_t i = 0; i < accepted.size(); ++i) {
     CAPTURE(i);
@@ -355,6 +361,10 @@ TEST_CASE("options::parse_options enumerated values") {
       {{}, {{"TFBOOT_WAIT", "-1"}}, "TFBOOT_WAIT '-1' is not a duration (use e.g. 500ms, 30s, 15m, 1h, 1m30s or plain seconds)"},
       {{"--wait", "200h"}, {}, "--wait '200h' is longer than the maximum of 168h"},
       {{"--control-source-check", "no"}, {}, "--control-source-check 'no' must be on or off"},
+      {{"--max-restarts", "-1"}, {}, "--max-restarts '-1' must be a number of restarts 0..10000"},
+      {{}, {{"TFBOOT_MAX_RESTARTS", "10001"}}, "TFBOOT_MAX_RESTARTS '10001' must be a number of restarts 0..10000"},
+      {{"--max-restarts=2x"}, {}, "--max-restarts '2x' must be a number of restarts 0..10000"},
+      {{"--stop-together", "yes"}, {}, "--stop-together 'yes' must be on or off"},
   };
   for (const auto& row : rejected) {
     CAPTURE(row.message);

@@ -93,6 +93,9 @@ struct Encoder {
     out["environment_differences"] = m.environment_differences;
     out["tasks"] = m.tasks;
     if (m.addresses) out["addresses"] = *m.addresses;
+    out["restarts"] = m.restarts;
+    out["max_restarts"] = m.max_restarts;
+    out["stop_together"] = m.stop_together;
   }
   void operator()(const Abort& m) {
     out["code"] = m.code;
@@ -109,10 +112,20 @@ struct Encoder {
     out["status"] = m.status;
     out["message"] = m.message;
   }
+  void operator()(const Restart& m) {
+    out["task"] = m.task.text();
+    out["status"] = m.status;
+    out["message"] = m.message;
+    out["count"] = m.count;
+  }
+  void operator()(const Preempt& m) {
+    out["task"] = m.task.text();
+    out["signal"] = m.signal;
+  }
 };
 
-constexpr const char* type_names[] = {"challenge", "hello", "accepted", "refused", "waiting", "start",
-                                      "abort",     "ping",  "exit",     "done",    "stop"};
+constexpr const char* type_names[] = {"challenge", "hello", "accepted", "refused", "waiting", "start",  "abort",
+                                      "ping",      "exit",  "done",     "stop",    "restart", "preempt"};
 static_assert(std::size(type_names) == std::variant_size_v<Message>);
 
 }  // namespace
@@ -138,6 +151,7 @@ constexpr std::size_t max_listed = 64;
 constexpr std::size_t max_listed_line = 65536;
 constexpr int max_tasks = 1'000'000;
 constexpr std::size_t max_table_entry = max_addresses * (max_address + 1);
+constexpr int max_restart_count = 1'000'000;
 
 // Reads the fields of one message; the first problem is kept and turns the result into an error.
 class Fields {
@@ -267,6 +281,9 @@ Message parse_start(Fields& f) {
   if (!f.problem && start.addresses && start.addresses->size() != static_cast<std::size_t>(start.tasks)) {
     f.reject("addresses", "does not have one entry per task");
   }
+  start.restarts = static_cast<int>(f.optional_integer("restarts", 0, max_restart_count));
+  start.max_restarts = static_cast<int>(f.optional_integer("max_restarts", 0, max_restart_count));
+  start.stop_together = f.optional_flag("stop_together");
   return start;
 }
 
@@ -277,6 +294,10 @@ Message parse_abort(Fields& f) {
 }
 
 Message parse_stop(Fields& f) { return Stop{f.member("task"), f.integer("status", -1, 255), f.text("message", max_text)}; }
+
+Message parse_restart(Fields& f) {
+  return Restart{f.member("task"), f.integer("status", -1, 255), f.text("message", max_text), f.integer("count", 1, max_restart_count)};
+}
 
 std::optional<Message> parse_typed(std::string_view type, Fields& f) {
   if (type == "challenge") return parse_challenge(f);
@@ -290,12 +311,15 @@ std::optional<Message> parse_typed(std::string_view type, Fields& f) {
   if (type == "exit") return Exit{f.integer("status", 0, 255), f.optional_text("detail", max_text)};
   if (type == "done") return Done{};
   if (type == "stop") return parse_stop(f);
+  if (type == "restart") return parse_restart(f);
+  if (type == "preempt") return Preempt{f.member("task"), f.integer("signal", 1, 64)};
   return std::nullopt;
 }
 
 bool allowed_from(const Message& message, Sender from) {
-  bool from_task = std::holds_alternative<Hello>(message) || std::holds_alternative<Ping>(message) || std::holds_alternative<Exit>(message);
-  return from == Sender::task ? from_task : !from_task || std::holds_alternative<Ping>(message);
+  const bool both = std::holds_alternative<Ping>(message) || std::holds_alternative<Preempt>(message);
+  const bool from_task = std::holds_alternative<Hello>(message) || std::holds_alternative<Exit>(message);
+  return both || (from == Sender::task ? from_task : !from_task);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 //   coordinator: waiting{progress} every heartbeat until start{tasks, ...} | abort{code, message}
 //                (with names verified, the coordinator resolves every name between the two)
 //   after start: ping both ways; task: exit{status, detail}; coordinator: done{} | stop{task, status, message}
+//                | restart{task, status, message, count} (--max-restarts: every task rejoins a fresh barrier)
+//                preempt{task, signal} both ways (--stop-together: a task's stop signal, passed to every task)
 #pragma once
 
 #include <chrono>
@@ -115,6 +117,11 @@ struct Start {
   // Only for a task that asked (Hello::table): every task's addresses in cluster order, each entry
   // its addresses joined by ',' (the DNS answers when names_verified, else what the task reported).
   std::optional<std::vector<std::string>> addresses;
+  // The job's rules after the start, the coordinator's: restarts so far and the most it makes in
+  // place, and whether a stop signal to one task reaches every task's command.
+  int restarts = 0;
+  int max_restarts = 0;
+  bool stop_together = false;
 };
 struct Abort {
   int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved
@@ -134,7 +141,21 @@ struct Stop {
   int status = 0;  // -1: the task was lost
   std::string message;
 };
-using Message = std::variant<Challenge, Hello, Accepted, Refused, Waiting, Start, Abort, Ping, Exit, Done, Stop>;
+// The job restarts in place after `task` failed or was lost: every task stops its command and joins
+// a fresh start barrier; `count` is the job's restarts with this one.
+struct Restart {
+  JobMember task;
+  int status = 0;  // -1: the task was lost
+  std::string message;
+  int count = 1;
+};
+// A stop signal came to `task`'s tfboot (a drained node, a reclaimed spot instance): from that
+// task to the coordinator, then from the coordinator to every task, whose commands get it too.
+struct Preempt {
+  JobMember task;
+  int signal = 15;
+};
+using Message = std::variant<Challenge, Hello, Accepted, Refused, Waiting, Start, Abort, Ping, Exit, Done, Stop, Restart, Preempt>;
 
 enum class Sender { task, coordinator };
 

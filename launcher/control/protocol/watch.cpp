@@ -4,7 +4,16 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/text.h"
+
 namespace tfboot {
+namespace {
+
+std::string stop_together_message(const std::string& task, int signal_number) {
+  return task + " was asked to stop (" + signal_name(signal_number) + "): every task stops together";
+}
+
+}  // namespace
 
 std::string describe_status(int status) {
   if (status < 0) return "lost";
@@ -17,25 +26,42 @@ std::string describe_status(int status) {
 }
 
 JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
-                       bool every_task_must_finish)
-    : self_(self), silent_after_(silent_after), every_task_must_finish_(every_task_must_finish) {
+                       JobRules rules)
+    : self_(self), silent_after_(silent_after), rules_(rules) {
   for (const auto& task : tasks) {
     if (tasks_.emplace(task.task, State{task.supervised, false, false, now}).second && task.supervised) ++running_;
   }
   if (running_ > 0) next_deadline_ = now + silent_after_;
 }
 
+// The first failure decides: a restart while the job has restarts left, else the stop.
 JobDecision JobMonitor::fail(const JobMember& task, int status, const std::string& message) {
   if (decided_) return {};
   decided_ = true;
+  if (rules_.restarts < rules_.max_restarts) {
+    const int count = rules_.restarts + 1;
+    JobEvent event{JobEventKind::restart, task.text(), status, message, count};
+    return {{event}, Restart{task, status, message, count}};
+  }
   JobEvent event{JobEventKind::task_failed, task.text(), status, message};
   return {{event}, Stop{task, status, message}};
 }
+
+// A preempted job is not restarted in place: its pods are going away.
+JobDecision JobMonitor::preempt(const JobMember& task, int signal_number) {
+  if (decided_ || !rules_.stop_together) return {};
+  decided_ = true;
+  return {{JobEvent{JobEventKind::preempt, task.text(), signal_number, stop_together_message(task.text(), signal_number)}},
+          Preempt{task, signal_number}};
+}
+
+JobDecision JobMonitor::on_own_stop_signal(int signal_number) { return preempt(self_, signal_number); }
 
 JobDecision JobMonitor::on_message(const JobMember& from, const Message& message, Instant now) {
   auto it = tasks_.find(from);
   if (it == tasks_.end()) return {};
   it->second.last_heard = now;
+  if (const Preempt* stop = std::get_if<Preempt>(&message)) return preempt(from, stop->signal);
   const Exit* exit = std::get_if<Exit>(&message);
   if (!exit || it->second.exited) return {};
   it->second.exited = true;
@@ -73,7 +99,7 @@ JobDecision JobMonitor::on_tick(Instant now) {
 JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
   if (decided_) return {};
   if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail));
-  if (every_task_must_finish_) {
+  if (rules_.every_task_must_finish) {
     own_done_ = true;
     return done_if_every_task_is();
   }
@@ -105,6 +131,12 @@ std::optional<JobEvent> CoordinatorWatch::on_message(const Message& message, Ins
     return decide({JobEventKind::job_done, coordinator_.text(), 0, "the coordinator " + coordinator_.text() + " finished: the job is done"});
   }
   if (const Stop* stop = std::get_if<Stop>(&message)) return decide({JobEventKind::task_failed, stop->task.text(), stop->status, stop->message});
+  if (const Restart* restart = std::get_if<Restart>(&message)) {
+    return decide({JobEventKind::restart, restart->task.text(), restart->status, restart->message, restart->count});
+  }
+  if (const Preempt* stop = std::get_if<Preempt>(&message)) {
+    return decide({JobEventKind::preempt, stop->task.text(), stop->signal, stop_together_message(stop->task.text(), stop->signal)});
+  }
   return std::nullopt;
 }
 

@@ -13,12 +13,25 @@
 
 namespace tfboot {
 
-enum class JobEventKind { job_done, task_failed, coordinator_lost };
+// restart: every task stops its command and rejoins (--max-restarts); preempt: a stop signal came
+// to one task and goes to every task's command (--stop-together).
+enum class JobEventKind { job_done, task_failed, coordinator_lost, restart, preempt };
 struct JobEvent {
   JobEventKind kind = JobEventKind::job_done;
-  std::string task;  // the task that failed, or the coordinator
-  int status = 0;    // the failed task's status; -1 when it was lost
+  std::string task;  // the task that failed, was asked to stop, or the coordinator
+  int status = 0;    // the failed task's status; -1 when it was lost; preempt: the signal
   std::string message;
+  int restart = 0;   // restart: the job's restarts with this one
+};
+
+// The job's rules after the start, as the coordinator has them.
+struct JobRules {
+  // The own command's success ends the job only once every supervised task has exited 0 too
+  // (PyTorch, JAX); else at once (TensorFlow's chief).
+  bool every_task_must_finish = false;
+  int restarts = 0;      // made so far
+  int max_restarts = 0;  // a failure with restarts left restarts the job instead of stopping it
+  bool stop_together = false;
 };
 
 struct JobDecision {
@@ -34,14 +47,14 @@ class JobMonitor {
     JobMember task;
     bool supervised;  // exec-mode tasks close their connection at exec: not a failure
   };
-  // `every_task_must_finish`: the own command's success ends the job only once every supervised
-  // task has exited 0 too (PyTorch, JAX); else at once (TensorFlow's chief).
   JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
-             bool every_task_must_finish = false);
+             JobRules rules = {});
   JobDecision on_message(const JobMember& from, const Message& message, Instant now);
   JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
   JobDecision on_tick(Instant now);
   JobDecision on_own_exit(int status, const std::string& detail = "");
+  // A stop signal came to the coordinator's own tfboot (with stop_together: every task gets it).
+  JobDecision on_own_stop_signal(int signal_number);
   // When on_tick must next run; time_point::max() when nothing is watched.
   Instant next_deadline() const;
   bool decided() const { return decided_; }
@@ -54,6 +67,7 @@ class JobMonitor {
     Instant last_heard;
   };
   JobDecision fail(const JobMember& task, int status, const std::string& message);
+  JobDecision preempt(const JobMember& task, int signal_number);
   JobDecision done_if_every_task_is();
   bool watched_for_silence(const State& state) const { return !state.gone && !state.exited && state.supervised; }
 
@@ -65,7 +79,7 @@ class JobMonitor {
   Instant next_deadline_ = Instant::max();
   std::size_t running_ = 0;  // supervised tasks that have not exited
   bool decided_ = false;
-  bool every_task_must_finish_ = false;
+  JobRules rules_;
   bool own_done_ = false;
 };
 

@@ -386,6 +386,8 @@ def main(argv=None) -> int:
     ap.add_argument("--late-publish", default="at-start,before",
                     help="when the late pod's record is published: at-start, before (served before it starts)")
     ap.add_argument("--cost-queries", type=int, default=20000, help="dnsperf queries per kind (0: skip)")
+    ap.add_argument("--restart-pods", default="4", help="pods of restartbench.py's in place against pod restart, "
+                                                         "run after the scale part (empty: skip it)")
     ap.add_argument("--scale-sizes", help="tasks per job of scalebench.py's start barrier at scale, run first "
                                           "(default: scalebench.py's sizes; empty: skip it)")
     ap.add_argument("--torch-sizes", default="2,4", help="pods per job in the PyTorch comparison (empty: skip it)")
@@ -443,6 +445,13 @@ def main(argv=None) -> int:
         if scale.returncode != 0:
             log(f"jobbench: scalebench.py exited {scale.returncode}; --scale-sizes '' skips it")
             return scale.returncode
+    if args.restart_pods:
+        log("== from a failure to every command running again (restartbench.py)")
+        restart = subprocess.run([sys.executable, os.path.join(HERE, "restartbench.py"), "--pods", args.restart_pods,
+                                  "--tfboot", args.tfboot, "--out", args.out])
+        if restart.returncode != 0:
+            log(f"jobbench: restartbench.py exited {restart.returncode}; --restart-pods '' skips it")
+            return restart.returncode
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, ".gitignore"), "w") as f:
         f.write("# benchmark output (scripts/bench), not sources\n*\n")

@@ -308,7 +308,8 @@ def main(argv):
     check_backup_is_shared(tf, np, strategy, epoch)
     start_epoch = epoch + 2  # 1-based: the epoch after the last one saved
     if epoch >= 0:
-        log(f"resuming at epoch {start_epoch}/{args.epochs} from the backup in {backup_dir}")
+        log(f"resuming at epoch {start_epoch}/{args.epochs} from the backup in {backup_dir} "
+            f"(restart {os.environ.get('TFBOOT_RESTART_COUNT', '0')})")
 
     tf.keras.utils.set_random_seed(SEED)
     x, y = synthetic_data(np)

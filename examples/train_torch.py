@@ -9,6 +9,7 @@ What tfboot --framework pytorch gives each process (as torchrun would):
   RANK, WORLD_SIZE, LOCAL_RANK   this process among all ranks, and on its node
   MASTER_ADDR, MASTER_PORT       rank 0's host and port, where init_process_group meets
   TORCHELASTIC_ERROR_FILE        where @record writes this rank's exception; tfboot logs it
+  TORCHELASTIC_RESTART_COUNT     the job's restarts in place so far (tfboot --max-restarts)
   TFBOOT_LOG_DIR                 this task's log dir; the default checkpoint dir is under it
 
   tfboot local --framework pytorch --nproc-per-node 2 --cluster worker=2 -- python train_torch.py
@@ -93,7 +94,8 @@ def main():
         optimizer.load_state_dict(state["optimizer"])
         start_epoch = state["epoch"]
         if rank == 0:
-            print(f"[train_torch.py] resumed from {checkpoint} after epoch {start_epoch}", flush=True)
+            print(f"[train_torch.py] resumed from {checkpoint} after epoch {start_epoch} "
+                  f"(restart {os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')})", flush=True)
     ddp_model = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
 
     dataset = synthetic_data()

@@ -505,6 +505,9 @@ def test_manifest_supervises_the_job(name):
             assert exit_code_action(spec, container, 1) == "Count", f"{where}: a task's own failure must count"
             stopped = exit_code_action(spec, container, EXIT_JOB_STOPPED)
             assert stopped == "Ignore", f"{where}: exit {EXIT_JOB_STOPPED}: {stopped}"
+            # Preempted and saved (TensorFlow's handler exits 42; --stop-together ends with 143): a retry, not a failure.
+            for code in (42, 143):
+                assert exit_code_action(spec, container, code) == "Ignore", f"{where}: exit {code} must be retried"
         if doc["kind"] == "JobSet":
             rules = doc["spec"]["failurePolicy"]["rules"]
             assert any(r["action"] == "FailJobSet" and r["onJobFailureReasons"] == ["PodFailurePolicy"]

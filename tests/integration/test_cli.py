@@ -136,7 +136,7 @@ def test_exec_passes_argv_and_env_untouched(run_tfboot, tmp_path):
     seen_env = dict(entry.split("=", 1) for entry in result.stdout.split("\0") if entry)
     log_dir = str(tmp_path / "logs" / "worker_2")
     expected_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env, "TFBOOT_LOG_DIR": log_dir,
-                    "TFBOOT_TASK_TYPE": "worker", "TFBOOT_TASK_INDEX": "2",
+                    "TFBOOT_TASK_TYPE": "worker", "TFBOOT_TASK_INDEX": "2", "TFBOOT_RESTART_COUNT": "0",
                     "TF_CONFIG": (tmp_path / "logs" / "worker_2" / "tf_config.json").read_text().strip()}
     assert seen_env == expected_env
 

@@ -64,6 +64,27 @@ def test_first_failure_stops_the_others_and_sets_the_exit_code(tfboot, tmp_path)
     assert result.stderr.splitlines()[-1].endswith(" error job failed: worker:1 exited with status 7; exiting 7")
 
 
+def test_max_restarts_restarts_every_task_with_the_count_until_none_is_left(tfboot, tmp_path):
+    # worker:1 fails in the first two runs; the coordinator finishes in each run it is not stopped.
+    script = ('echo "$TFBOOT_RESTART_COUNT" >> "$TFBOOT_LOG_DIR/counts"; '
+              'if [ "$TFBOOT_TASK_INDEX" = 1 ] && [ "$TFBOOT_RESTART_COUNT" -lt 2 ]; then exit 7; fi; '
+              'if [ "$TFBOOT_TASK_INDEX" = 0 ]; then sleep 1; exit 0; fi; exec sleep 30')
+    result = subprocess.run([tfboot, "local", "--cluster", "worker=3", "--max-restarts", "2", "--", "sh", "-c", script],
+                            env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for index in range(3):
+        assert (tmp_path / "logs" / f"worker_{index}" / "counts").read_text().split() == ["0", "1", "2"]
+    assert "job failed: worker:1 exited with status 7; restarting every task in place (restart 1 of 2, --max-restarts)" \
+        in result.stderr
+    assert "(restart 2 of 2, --max-restarts)" in result.stderr
+    # One restart fewer: the last failure ends the job as without restarts.
+    result = subprocess.run([tfboot, "local", "--cluster", "worker=3", "--max-restarts", "1", "--log-root", "again", "--",
+                             "sh", "-c", script], env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 7, result.stderr
+    assert result.stderr.splitlines()[-1].endswith(" error job failed: worker:1 exited with status 7; exiting 7")
+    assert (tmp_path / "again" / "worker_0" / "counts").read_text().split() == ["0", "1"]
+
+
 def test_coordinator_done_ends_servers_that_never_exit(tfboot, tmp_path):
     # A ParameterServerStrategy job's ps and workers only server.join(): the chief's success ends them.
     script = 'if [ "$TFBOOT_TASK_TYPE" = chief ]; then sleep 1; exit 0; fi; exec sleep 600'

@@ -116,3 +116,43 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
             assert fields["start_epoch"] == str(saved + 1)
             assert fields["steps"] == str(epochs * steps_per_epoch), "the optimizer's step count was restored"
         assert not (backup / "chief").exists(), "the finished job deleted its backup"
+
+
+@pytest.mark.root
+def test_with_max_restarts_a_killed_trainer_restarts_the_job_in_place_and_it_resumes(tfboot, tensorflow, task_env, tmp_path):
+    epochs, steps_per_epoch = 6, 40
+    logs, backup = tmp_path / "logs", tmp_path / "backup"
+    env = {**task_env, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(logs), "TFBOOT_STOP_GRACE": "10s",
+           "TFBOOT_MAX_RESTARTS": "1"}
+    command = [tfboot, "--", "python", TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
+               "--backup-dir", str(backup)]
+    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as net:
+        pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+        for pod in pods:
+            net.publish(pod)
+        job = PodJob(net, tmp_path, "job")
+        procs = [job.start(pod, command, env) for pod in pods]
+        job.wait_for(pods[1], f"task=worker:1 epoch 2/{epochs} loss=", timeout=300)
+        os.kill(trainer_pid(procs[1]), signal.SIGKILL)  # the trainer only: no pod restarts
+        job.wait_for(pods[0], "task=worker:0 resuming at epoch", timeout=120)
+        saved = int(re.search(r"task=worker:0 resuming at epoch (\d+)/", job.text(pods[0])).group(1)) - 1
+        # Every trainer of the restarted job sees the job's count.
+        for proc in procs:
+            environ = open(f"/proc/{trainer_pid(proc)}/environ", "rb").read().split(b"\0")
+            assert b"TFBOOT_RESTART_COUNT=1" in environ
+        ended = job.finish(timeout=300)
+    for index, pod in enumerate(pods):
+        run = ended[pod.name]
+        assert run.code == 0, run.text[-4000:]
+        assert "restarting the job in place (restart 1 of 1): worker:1 failed with signal SIGKILL (status 137)" in run.text
+        assert f"task=worker:{index} resuming at epoch {saved + 1}/{epochs} from the backup in {backup} (restart 1)" \
+            in run.text
+        startup = json.loads((logs / f"worker_{index}" / "startup.json").read_text())
+        assert startup["job"]["restarts_in_place"] == 1
+        assert startup["history"][-1]["reason"] == "restarting"
+    found = [results(ended[pod.name].text)[("worker", index)] for index, pod in enumerate(pods)]
+    assert found[0]["weights_sha256"] == found[1]["weights_sha256"]
+    assert 2 <= saved < epochs
+    for fields in found:
+        assert fields["start_epoch"] == str(saved + 1)
+        assert fields["steps"] == str(epochs * steps_per_epoch), "the optimizer's step count was restored"

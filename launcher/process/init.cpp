@@ -31,8 +31,10 @@ struct InitState {
   std::vector<std::size_t> ids;  // each process's child in `children`
   int stop_requests = 0;
   int stop_signal = 0;  // the first stop signal that came to tfboot
+  bool stopped_with_the_job = false;  // another task's stop signal was passed to the command (--stop-together)
   std::optional<JobOutcome> decision;  // the job told us to stop
   std::optional<int> failure;          // the first process that failed decides the task's status
+  std::optional<int> first_failed;     // the first non-zero status, even after the job decided
   std::string failure_detail;          // and what it left to say
   StopSchedule stop{settings.stop_grace};  // SIGTERM, SIGKILL after the grace
   int stopped_with = 0;                    // the last signal tfboot itself sent to stop the command
@@ -92,6 +94,12 @@ void pass_on_signal(InitState& state, int signal_number) {
     // A drained node or a reclaimed spot instance: with --stop-together every rank hears it now,
     // and can save the same step, rather than failing on a missing peer later.
     if (state.settings.job && !state.decision) state.settings.job->report_stop_signal(signal_number);
+    // The whole job deleted: the kubelet's signal may come after the job's. The command has it
+    // already; a second one could cut its save short.
+    if (state.stopped_with_the_job) {
+      log::info("{}: the command has it already (the job's stop)", signal_name(signal_number));
+      return;
+    }
   }
   // Job control as dumb-init does it in its default (setsid) mode: the command's group has no
   // terminal, where SIGTSTP, SIGTTIN and SIGTTOU may be ignored or caught, so it gets SIGSTOP,
@@ -116,8 +124,7 @@ void follow_job(InitState& state, const std::vector<pollfd>& fds) {
   if (decision->action == JobAction::stop_together) {
     log::warn("{}", decision->reason);
     if (state.stop_requests > 0) return;  // this task's own stop signal: passed on already
-    state.stop_requests = 1;
-    state.stop_signal = decision->exit_code - exit_code::signal_base;
+    state.stopped_with_the_job = true;
     state.stop.terminate_at(SteadyClock::now());
     return;
   }
@@ -148,6 +155,7 @@ void on_process_exit(InitState& state, std::size_t process, int status) {
   --state.running;
   const std::string& name = state.processes[process].name;
   if (state.processes.size() > 1) log::info("{} {}", name, how_it_ended(state, status));
+  if (status != exit_code::ok && !state.first_failed) state.first_failed = status;
   if (status == exit_code::ok || state.failure || state.decision) return;
   state.failure = status;
   if (state.settings.failure_detail) state.failure_detail = state.settings.failure_detail(process, status);
@@ -257,7 +265,7 @@ Result<SupervisionEnd> supervise_command(ChildSet& children, const std::vector<C
   if (processes.size() == 1) log::info("command {}", how_it_ended(state, children.exit_code(state.ids[0]).value_or(status)));
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
-  if (state.decision) return closing_unless_restarting(job_end(*state.decision, status));
+  if (state.decision) return closing_unless_restarting(job_end(*state.decision, state.first_failed.value_or(exit_code::ok)));
   std::optional<JobOutcome> outcome;
   if (settings.job) {
     settings.job->report_exit(status, state.failure_detail);

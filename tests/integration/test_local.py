@@ -67,7 +67,7 @@ def test_first_failure_stops_the_others_and_sets_the_exit_code(tfboot, tmp_path)
 def test_max_restarts_restarts_every_task_with_the_count_until_none_is_left(tfboot, tmp_path):
     # worker:1 fails in the first two runs; the coordinator finishes in each run it is not stopped.
     script = ('echo "$TFBOOT_RESTART_COUNT" >> "$TFBOOT_LOG_DIR/counts"; '
-              'if [ "$TFBOOT_TASK_INDEX" = 1 ] && [ "$TFBOOT_RESTART_COUNT" -lt 2 ]; then exit 7; fi; '
+              'if [ "$TFBOOT_TASK_INDEX" = 1 ] && [ "$TFBOOT_RESTART_COUNT" -lt 2 ]; then sleep 0.5; exit 7; fi; '
               'if [ "$TFBOOT_TASK_INDEX" = 0 ]; then sleep 1; exit 0; fi; exec sleep 30')
     result = subprocess.run([tfboot, "local", "--cluster", "worker=3", "--max-restarts", "2", "--", "sh", "-c", script],
                             env=ENV, cwd=tmp_path, capture_output=True, text=True, timeout=60)

@@ -164,9 +164,11 @@ def test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind(net, tfboot,
             assert last[3] - middle[3] < 64, (task, "resident memory (KiB)", rows)
 
 
-def trapping(log_name):
-    # A trainer's preemption handler: notes when SIGTERM came (the save), then exits 0.
-    return (f'trap \'date +%s.%N > "$TFBOOT_LOG_DIR/{log_name}"; exit 0\' TERM; '
+def trapping(log_name, save_seconds=0):
+    # A trainer's preemption handler: notes when SIGTERM came, saves for a while (then notes that
+    # in "<log_name>.done"), and exits 0.
+    return (f'trap \'date +%s.%N > "$TFBOOT_LOG_DIR/{log_name}"; sleep {save_seconds}; '
+            f'touch "$TFBOOT_LOG_DIR/{log_name}.done"; exit 0\' TERM; '
             'echo started > "$TFBOOT_LOG_DIR/started"; while :; do sleep 0.05; done')
 
 
@@ -195,6 +197,24 @@ def test_a_stop_signal_to_one_task_reaches_every_task_at_once(net, tfboot, tmp_p
     assert "restarting" not in results[0][2]
     assert results[1][2].rstrip().splitlines()[-1].endswith(
         "exiting 143: worker:2 was asked to stop (SIGTERM): every task stops together"), results[1][2]
+
+
+def test_when_every_pod_is_told_to_stop_each_command_gets_one_signal_and_saves(net, tfboot, tmp_path):
+    # The whole job deleted: the kubelet signals every pod, some after the job's stop reached them.
+    pods = job_pods(net, 3)
+    tasks = ["worker_0", "worker_1", "worker_2"]
+    procs = [start(net, tfboot, pod, trapping("saved", save_seconds=2), tmp_path, "worker=3") for pod in pods]
+    wait_for_commands(tmp_path, tasks)
+    net.signal(procs[2], signal.SIGTERM)
+    time.sleep(0.5)
+    for proc in procs[:2]:
+        net.signal(proc, signal.SIGTERM)
+    results = finish_all(procs, timeout=30)
+    # A second signal would have been a second stop request, and a SIGKILL cutting the save short.
+    assert [code for code, _, _ in results] == [143, 143, 143], [err for _, _, err in results]
+    assert "SIGTERM: the command has it already (the job's stop)" in results[0][2]
+    for task in tasks:
+        assert (tmp_path / task / "saved.done").exists(), task
 
 
 def test_without_stop_together_a_stop_signal_is_the_task_s_own(net, tfboot, tmp_path):

@@ -46,6 +46,7 @@ DIFFERENCES = {
         lambda rank, logs: f"{logs}/worker_{rank // 2}", ABSENT, "tfboot's own: the task's log dir"),
     "TFBOOT_TASK_TYPE": ("worker", ABSENT, "tfboot's own: the task this node is"),
     "TFBOOT_TASK_INDEX": (lambda rank, _: str(rank // 2), ABSENT, "tfboot's own: the task this node is"),
+    "TFBOOT_RESTART_COUNT": ("0", ABSENT, "tfboot's own: the job's restarts in place, as TORCHELASTIC_RESTART_COUNT"),
 }
 
 # What torchrun's agent gives every worker (torch's local_elastic_agent): the comparison must cover them.

@@ -420,6 +420,13 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
   start.restarts = settings_.restarts;
   start.max_restarts = settings_.max_restarts;
   start.stop_together = settings_.stop_together;
+  // A task that exec'd its command cannot stop it, nor join a restart's barrier.
+  for (const auto& present : barrier_.present_tasks()) {
+    if (start.max_restarts == 0 || present.supervised) continue;
+    log::warn("no restart in place for this job: {} runs its command by exec (not as init), so a failure ends the job",
+              present.task.text());
+    start.max_restarts = 0;
+  }
   if (!start.names_verified) pending_members_ = barrier_.members();
   // Two encodings at most, each made once: the start, and the start with the table of addresses
   // for the tasks that asked for it.

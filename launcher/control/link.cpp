@@ -30,7 +30,7 @@ class CoordinatorLink final : public JobLink {
         events_(std::move(events)),
         tasks_(std::move(tasks)),
         monitor_(settings.self, watched, settings.peer_silent_after, now,
-                 JobRules{settings.done_when_every_task_is, settings.restarts, settings.max_restarts, settings.stop_together}),
+                 JobRules{settings.done_when_every_task_is, start_info_.restarts, start_info_.max_restarts, start_info_.stop_together}),
         next_heartbeat_(now + settings.heartbeat_every) {
     for (auto& [key, linked] : tasks_) look_after(key, linked);
   }

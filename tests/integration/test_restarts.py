@@ -231,3 +231,16 @@ def test_without_stop_together_a_stop_signal_is_the_task_s_own(net, tfboot, tmp_
     finally:
         net.signal(procs[0], signal.SIGTERM)
         procs[0].communicate(timeout=30)
+
+
+def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    env = {"TFBOOT_MAX_RESTARTS": "2"}
+    procs = [start(net, tfboot, pods[0], "sleep 2; exit 0", tmp_path, "worker=2", env),
+             start(net, tfboot, pods[1], "exit 0", tmp_path, "worker=2", {**env, "TFBOOT_INIT": "0"})]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert ("no restart in place for this job: worker:1 runs its command by exec (not as init), so a failure ends "
+            "the job") in results[0][2]
+    startup = json.loads((tmp_path / "worker_0" / "startup.json").read_text())
+    assert startup["job"]["max_restarts"] == 0

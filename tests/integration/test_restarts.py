@@ -244,3 +244,19 @@ def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboo
             "the job") in results[0][2]
     startup = json.loads((tmp_path / "worker_0" / "startup.json").read_text())
     assert startup["job"]["max_restarts"] == 0
+
+
+def test_the_coordinator_s_loss_is_not_restarted_in_place(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    env = {"TFBOOT_MAX_RESTARTS": "2"}
+    procs = [start(net, tfboot, pod, RECORDING + "exec sleep 600", tmp_path, "worker=2", env) for pod in pods]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"worker_{i}" / "counts").exists() for i in range(2)):
+        assert time.monotonic() < deadline, "the commands never started"
+        time.sleep(0.2)
+    net.signal(procs[0], signal.SIGKILL)
+    [(code, _, err)] = finish_all([procs[1]], timeout=30)
+    assert code == STOPPED_BY_JOB, err
+    assert "stopping: the coordinator worker:0 was lost" in err
+    assert seen_counts(tmp_path, "worker_1") == ["0"]
+    procs[0].wait(timeout=10)

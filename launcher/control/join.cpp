@@ -18,7 +18,7 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   hello.name = hello.name.substr(0, 253);
   if (hello.addresses.size() > 64) hello.addresses.resize(64);
   const Instant now = SteadyClock::now();
-  hello.started_ms_ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - settings.started).count();
+  hello.started_ms_ago = started_ms_ago(settings.started, now);
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
   // Before any connection is accepted, so that none is refused for want of a descriptor.
   auto room = make_room_for_tasks(settings.tasks.size());

@@ -226,7 +226,7 @@ void TaskBarrier::on_challenge(const Challenge& challenge, Instant now) {
     hello_.nonce = *nonce;
     hello_.proof = task_proof(*settings_.secret, challenge_, hello_);
   }
-  hello_.started_ms_ago = std::chrono::duration_cast<std::chrono::milliseconds>(now - settings_.started).count();
+  hello_.started_ms_ago = started_ms_ago(settings_.started, now);
   channel_->send(hello_);
 }
 

@@ -37,7 +37,10 @@ class CoordinatorLink final : public JobLink {
 
   void add_poll_fds(std::vector<pollfd>& fds) const override { fds.push_back({events_.fd(), POLLIN, 0}); }
 
-  Instant next_wakeup() const override { return tasks_.empty() ? Instant::max() : std::min(monitor_.next_deadline(), next_heartbeat_); }
+  Instant next_wakeup() const override {
+    if (!own_restart_.empty()) return Instant::min();  // decided already: said at the next process()
+    return tasks_.empty() ? Instant::max() : std::min(monitor_.next_deadline(), next_heartbeat_);
+  }
 
   std::vector<JobEvent> process(const std::vector<pollfd>&, Instant now) override {
     std::vector<JobEvent> events = std::exchange(own_restart_, {});
@@ -67,9 +70,9 @@ class CoordinatorLink final : public JobLink {
 
   // Our own command's end: the supervisor knows it already, but not whether the job restarts,
   // which the next process() says.
-  void report_exit(int status, const std::string& detail) override {
+  void report_exit(int status, const std::string& detail, bool rejoins) override {
     std::vector<JobEvent> events;
-    apply(monitor_.on_own_exit(status, detail), events);
+    apply(monitor_.on_own_exit(status, detail, rejoins), events);
     for (const JobEvent& event : events) {
       if (event.kind == JobEventKind::restart) own_restart_.push_back(event);
     }
@@ -201,6 +204,10 @@ class TaskLink final : public JobLink {
         channel_->fail("protocol violation: " + message.error().message);
         break;
       }
+      if (std::holds_alternative<Restart>(*message) && !may_restart()) {
+        channel_->fail("protocol violation: a restart in a job with no restart left");
+        break;
+      }
       if (auto named = task_named(*message); named && !in_cluster(settings_, *named)) {
         channel_->fail("protocol violation: a " + std::string(message_type(*message)) + " for " + named->text() +
                        ", not a task of this job");
@@ -221,7 +228,7 @@ class TaskLink final : public JobLink {
     return events;
   }
 
-  void report_exit(int status, const std::string& detail) override {
+  void report_exit(int status, const std::string& detail, bool) override {
     if (channel_) channel_->send(Exit{status, detail});
   }
 

@@ -46,7 +46,9 @@ class JobLink {
   // coordinator; the coordinator tells every task "done" (0) or "stop" (non-zero), unless the
   // job was decided before.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
-  virtual void report_exit(int status, const std::string& detail = "") = 0;
+  // `rejoins`: false when our tfboot ends whatever the job decides (asked to stop): the
+  // coordinator's own failure then stops the job rather than restart it without its barrier.
+  virtual void report_exit(int status, const std::string& detail = "", bool rejoins = true) = 0;
   // After report_exit: the job is not decided yet: a task waits for the coordinator's verdict, the
   // coordinator of a PyTorch or JAX job for the other tasks, a failed task for a restart or the
   // stop; process() says when it is.

@@ -14,6 +14,7 @@
 #include "control/auth.h"
 #include "fingerprint/fingerprint.h"
 #include "flow/member_names.h"
+#include "flow/processes.h"
 
 namespace tfboot {
 namespace {
@@ -151,9 +152,9 @@ class LinkJobView final : public JobView {
         case JobEventKind::job_done: return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
         case JobEventKind::restart:
           return JobOutcome{exit_code::ok,
-                            "restarting the job in place (restart " + std::to_string(event.restart) + " of " +
-                                std::to_string(link_.start_info().max_restarts) + "): " + event.message,
-                            event.task, JobAction::restart, event.restart};
+                            "restarting the job in place (" + restart_of(event.restart, link_.start_info().max_restarts) +
+                                "): " + event.message,
+                            event.task, JobAction::restart};
         case JobEventKind::preempt:
           return JobOutcome{exit_code::signal_base + event.status, event.message, event.task, JobAction::stop_together};
         case JobEventKind::task_failed:
@@ -163,7 +164,7 @@ class LinkJobView final : public JobView {
     }
     return std::nullopt;
   }
-  void report_exit(int exit_code, const std::string& detail) override { link_.report_exit(exit_code, detail); }
+  void report_exit(int exit_code, const std::string& detail, bool rejoins) override { link_.report_exit(exit_code, detail, rejoins); }
   bool awaits_other_tasks() const override { return link_.awaits_other_tasks(); }
   bool may_restart() const override { return link_.may_restart(); }
   void report_stop_signal(int signal_number) override { link_.report_stop_signal(signal_number); }

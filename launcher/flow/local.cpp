@@ -125,6 +125,7 @@ struct LocalJob {
   std::optional<int> result;
   std::string outcome;                    // why the job ends, for the closing line
   bool ended_by_signal = false;           // a user's Ctrl-C or SIGTERM decided, not a task
+  bool asked_to_stop = false;             // a Ctrl-C or SIGTERM came, even after a task failed: no restart
   std::vector<int> sent = std::vector<int>(processes.size(), 0);  // the last signal tfboot sent each process
   int stop_requests = 0;
 
@@ -167,6 +168,7 @@ struct LocalJob {
       children.signal_running(signal_number);
       return;
     }
+    asked_to_stop = true;
     if (++stop_requests >= 2) {
       log::warn("second stop signal: killing {} now", running_tasks());
       signal_running(SIGKILL);
@@ -211,7 +213,7 @@ struct LocalJob {
     }
   }
   // A task failed (not a stop signal): the job restarts in place if it has restarts left.
-  bool failed() const { return result.value_or(exit_code::ok) != exit_code::ok && !ended_by_signal; }
+  bool failed() const { return result.value_or(exit_code::ok) != exit_code::ok && !asked_to_stop; }
   // One line that says how the run ended and with which status tfboot exits.
   void say_how_it_ended(const std::string& log_root) const {
     const int status = result.value_or(exit_code::ok);
@@ -221,11 +223,11 @@ struct LocalJob {
   }
 };
 
-// The status tfboot exits with, or nullopt when a task failed and `restart` ("restart 1 of 3")
-// says the job starts again.
+// The status tfboot exits with, or nullopt when a task failed and the job has a restart left
+// (`restart`: its count with this one; `max_restarts`, --max-restarts).
 std::optional<int> supervise_tasks(ChildSet& children, const std::vector<LocalProcess>& processes, std::chrono::milliseconds stop_grace,
                                    const std::string& log_root, std::function<std::string(std::size_t)> failure_detail,
-                                   bool coordinator_ends_job, const std::string& restart) {
+                                   bool coordinator_ends_job, int restart, int max_restarts) {
   LocalJob job{children, processes, StopSchedule(stop_grace), std::move(failure_detail)};
   job.coordinator_ends_job = coordinator_ends_job;
   std::vector<pollfd> none;
@@ -238,8 +240,8 @@ std::optional<int> supervise_tasks(ChildSet& children, const std::vector<LocalPr
     job.on_time();
   }
   children.drain_output(1s);
-  if (job.failed() && !restart.empty()) {
-    log::warn("job failed: {}; restarting every task in place ({}, --max-restarts)", job.outcome, restart);
+  if (job.failed() && restart <= max_restarts) {
+    log::warn("job failed: {}; restarting every task in place ({}, --max-restarts)", job.outcome, restart_of(restart, max_restarts));
     return std::nullopt;
   }
   job.say_how_it_ended(log_root);
@@ -247,10 +249,10 @@ std::optional<int> supervise_tasks(ChildSet& children, const std::vector<LocalPr
 }
 
 // One run of every task's processes, from their start to their end: the status tfboot exits with,
-// or nullopt when the job restarts (`restart` names the restart, "" when none is left).
+// or nullopt when the job restarts (`nodes` hold the job's restarts so far and --max-restarts).
 Result<std::optional<int>> run_local_tasks(const Options& options, const std::vector<LocalTask>& tasks, const std::vector<NodeJob>& nodes,
                                            const std::vector<std::string>& inherited, const Environment& env,
-                                           const std::string& log_root, const std::string& restart) {
+                                           const std::string& log_root) {
   const std::vector<std::string>& command = options.command.empty() ? default_command : options.command;
   std::vector<TaskProcesses> launches;
   std::vector<LocalProcess> processes;
@@ -290,7 +292,7 @@ Result<std::optional<int>> run_local_tasks(const Options& options, const std::ve
     return failed_process_detail(nodes[t], launches[t], p);
   };
   return supervise_tasks(**children, processes, options.stop_grace, log_root, detail, options.framework == Framework::tensorflow,
-                         restart);
+                         nodes[0].restarts + 1, nodes[0].max_restarts);
 }
 
 }  // namespace
@@ -325,10 +327,7 @@ Result<int> run_local(const Options& options, const Environment& env, const std:
   log::info("starting {} of {} on 127.0.0.1; logs under {}", counted(tasks->size(), "task"), cluster_setting.value, log_root);
   for (int restarts = 0;; ++restarts) {
     for (NodeJob& node : nodes) node.restarts = restarts;
-    auto status = run_local_tasks(options, *tasks, nodes, inherited, env, log_root,
-                                  restarts < options.max_restarts ? "restart " + std::to_string(restarts + 1) + " of " +
-                                                                        std::to_string(options.max_restarts)
-                                                                  : "");
+    auto status = run_local_tasks(options, *tasks, nodes, inherited, env, log_root);
     if (!status || *status) return status ? Result<int>(**status) : std::unexpected(status.error());
   }
 }

@@ -9,6 +9,8 @@
 
 namespace tfboot {
 
+std::string restart_of(int count, int max) { return "restart " + std::to_string(count) + " of " + std::to_string(max); }
+
 std::string torch_error_file(const std::string& log_dir, int rank) {
   return log_dir + "/error_rank" + std::to_string(rank) + ".json";
 }

@@ -28,6 +28,9 @@ struct TaskProcesses {
 std::vector<CommandProcess> command_processes(const TaskProcesses& task, const NodeJob& nodes,
                                               const std::vector<std::string>& inherited, const Environment& env);
 
+// "restart 1 of 3": the job's restart `count` of at most `max` (--max-restarts), for the log.
+std::string restart_of(int count, int max);
+
 // Where rank `rank` of a PyTorch job writes its error record (TORCHELASTIC_ERROR_FILE).
 std::string torch_error_file(const std::string& log_dir, int rank);
 

@@ -258,6 +258,7 @@ Result<std::optional<int>> run_command(const Options& options, const Launch& lau
     log::warn("{}; joining the job's start barrier again", end->message);
     job.link->finish(std::chrono::seconds(5));  // the coordinator's restart reaches every task before its barrier opens
     job.link.reset();
+    end_stray_processes(options.stop_grace);
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::optional<int>{};
   }

@@ -33,6 +33,9 @@ struct InitState {
   int stop_signal = 0;  // the first stop signal that came to tfboot
   bool stopped_with_the_job = false;  // another task's stop signal was passed to the command (--stop-together)
   std::optional<JobOutcome> decision;  // the job told us to stop
+  // What the job decided while the task's own processes were being stopped after its own failure:
+  // the task's status is its own; this says only whether the job restarts.
+  std::optional<JobOutcome> held;
   std::optional<int> failure;          // the first process that failed decides the task's status
   std::optional<int> first_failed;     // the first non-zero status, even after the job decided
   std::string failure_detail;          // and what it left to say
@@ -63,8 +66,8 @@ SupervisionEnd closing(SupervisionEnd end) {
 // How the job's decision ends the task, once its command has ended with `status`.
 SupervisionEnd job_end(const JobOutcome& outcome, int status) {
   switch (outcome.action) {
-    case JobAction::restart:
-      return {exit_code::ok, EndReason::restarting, outcome.reason, outcome.failed_task, outcome.restart};
+    case JobAction::restart:  // the command's own status, for startup.json's history
+      return {status, EndReason::restarting, outcome.reason, outcome.failed_task};
     case JobAction::stop_together:
       // A command that saved its work and exited 0 is still not done: the job must be run again.
       return {status != exit_code::ok ? status : outcome.exit_code, EndReason::stopped_together, outcome.reason,
@@ -75,8 +78,14 @@ SupervisionEnd job_end(const JobOutcome& outcome, int status) {
           outcome.failed_task};
 }
 
-// The log's last line for an end, unless the job goes on (a restart).
-SupervisionEnd closing_unless_restarting(SupervisionEnd end) { return end.reason == EndReason::restarting ? end : closing(std::move(end)); }
+// The log's last line for an end, unless the job goes on (a restart). A task asked to stop does
+// not rejoin: its pod is going away.
+SupervisionEnd closing_unless_restarting(const InitState& state, SupervisionEnd end) {
+  if (end.reason != EndReason::restarting) return closing(std::move(end));
+  if (state.stop_requests == 0) return end;
+  const int status = end.exit_code != exit_code::ok ? end.exit_code : exit_code::signal_base + state.stop_signal;
+  return closing({status, EndReason::stopped_by_signal, "asked to stop while the job restarts: " + end.message, end.failed_task});
+}
 
 void pass_on_signal(InitState& state, int signal_number) {
   // A command that ignores the first SIGTERM/SIGINT would otherwise keep the container alive
@@ -117,8 +126,14 @@ void pass_on_signal(InitState& state, int signal_number) {
 // Once the job is done, the command gets the finish window to end by itself before SIGTERM;
 // after another task failed it gets SIGTERM at once. SIGKILL follows after --stop-grace.
 void follow_job(InitState& state, const std::vector<pollfd>& fds) {
-  if (!state.settings.job || state.decision || state.failure) return;
+  if (!state.settings.job || state.decision || state.held) return;
   auto decision = state.settings.job->process(fds, SteadyClock::now());
+  // After the task's own failure the link still keeps its heartbeats and reads, so that a rank
+  // slow to die does not make the task look lost; a decision meanwhile waits for its status.
+  if (state.failure) {
+    state.held = decision;
+    return;
+  }
   if (!decision) return;
   state.decision = decision;
   if (decision->action == JobAction::stop_together) {
@@ -198,7 +213,7 @@ std::optional<JobOutcome> wait_for_the_job(InitState& state) {
 
 Instant next_wakeup(const InitState& state) {
   Instant wake = state.stop.next();
-  if (state.settings.job && !state.decision) wake = std::min(wake, state.settings.job->next_wakeup());
+  if (state.settings.job && !state.decision && !state.held) wake = std::min(wake, state.settings.job->next_wakeup());
   return wake;
 }
 
@@ -206,7 +221,7 @@ Instant next_wakeup(const InitState& state) {
 void wait_for_processes(InitState& state) {
   while (state.running > 0 || state.children.has_pending_events()) {
     std::vector<pollfd> fds;
-    if (state.settings.job && !state.decision) state.settings.job->add_poll_fds(fds);
+    if (state.settings.job && !state.decision && !state.held) state.settings.job->add_poll_fds(fds);
     ChildSet::Event event = state.children.wait(next_wakeup(state), fds);
     switch (event.kind) {
       case ChildSet::Event::Kind::signal: pass_on_signal(state, event.signal_number); break;
@@ -234,6 +249,21 @@ void end_leftovers(ChildSet& children, std::size_t command, std::chrono::millise
 }
 
 }  // namespace
+
+void end_stray_processes(std::chrono::milliseconds grace) {
+  if (::getpid() != 1 || ::kill(-1, SIGTERM) != 0) return;  // not init, or nothing left (ESRCH)
+  log::info("the last run left processes outside its process group: SIGTERM before the restart");
+  const Instant deadline = SteadyClock::now() + grace;
+  while (SteadyClock::now() < deadline) {
+    const pid_t reaped = ::waitpid(-1, nullptr, WNOHANG);
+    if (reaped < 0 && errno == ECHILD) return;
+    if (reaped <= 0) ::usleep(20'000);
+  }
+  log::warn("processes of the last run still running after the grace period: SIGKILL");
+  ::kill(-1, SIGKILL);
+  while (::waitpid(-1, nullptr, 0) > 0) {
+  }
+}
 
 std::string_view to_string(EndReason reason) {
   switch (reason) {
@@ -265,17 +295,19 @@ Result<SupervisionEnd> supervise_command(ChildSet& children, const std::vector<C
   if (processes.size() == 1) log::info("command {}", how_it_ended(state, children.exit_code(state.ids[0]).value_or(status)));
   else log::info("the command's {} processes ended; the task's status is {}", processes.size(), status);
   for (std::size_t id : state.ids) end_leftovers(children, id, settings.stop_grace);
-  if (state.decision) return closing_unless_restarting(job_end(*state.decision, state.first_failed.value_or(exit_code::ok)));
-  std::optional<JobOutcome> outcome;
+  if (state.decision) return closing_unless_restarting(state, job_end(*state.decision, state.first_failed.value_or(exit_code::ok)));
+  std::optional<JobOutcome> outcome = state.held;
   if (settings.job) {
-    settings.job->report_exit(status, state.failure_detail);
+    // A task asked to stop ends whatever the job decides: its failure must not restart the job.
+    const bool rejoins = state.stop_requests == 0;
+    settings.job->report_exit(status, state.failure_detail, rejoins);
     // Done: the job's end decides ours. Failed: the job restarts, or stops (then ours is the status).
-    if (state.stop_requests == 0 && (status == exit_code::ok || settings.job->may_restart())) outcome = wait_for_the_job(state);
+    if (!outcome && rejoins && (status == exit_code::ok || settings.job->may_restart())) outcome = wait_for_the_job(state);
     if (outcome && status != exit_code::ok && outcome->action == JobAction::end) outcome.reset();
     // A restart keeps the channel until the command is stopped; the caller closes it then.
     if (!outcome || outcome->action != JobAction::restart) settings.job->finish();
   }
-  if (outcome) return closing_unless_restarting(job_end(*outcome, status));
+  if (outcome) return closing_unless_restarting(state, job_end(*outcome, status));
   if (status != exit_code::ok && state.stop_requests > 0) {
     return closing({status, EndReason::stopped_by_signal, "asked to stop: the command exited with status " + std::to_string(status)});
   }

@@ -26,7 +26,6 @@ struct JobOutcome {
   std::string reason;       // one line for the log
   std::string failed_task;  // the task whose failure (or loss) stopped or restarts the job ("worker:1"), or ""
   JobAction action = JobAction::end;
-  int restart = 0;          // restart: the job's restarts with this one
 };
 
 // The supervisor's view of the job's control channel (README: Job supervision).
@@ -39,7 +38,9 @@ class JobView {
   virtual std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) = 0;
   // Our command ended with `exit_code`; the channel tells the job, within a bounded time.
   // `detail`: what failed, when known ("rank 3 on pod-1: RuntimeError: ..."), else "".
-  virtual void report_exit(int exit_code, const std::string& detail) = 0;
+  // `rejoins`: false when this tfboot ends whatever the job decides (it was asked to stop), so
+  // its failure must not restart the job.
+  virtual void report_exit(int exit_code, const std::string& detail, bool rejoins) = 0;
   // After report_exit: the job is not decided until the other tasks are done (PyTorch, JAX on the
   // coordinator), or, after a failure, until it says restart or stop.
   virtual bool awaits_other_tasks() const = 0;
@@ -87,8 +88,12 @@ struct SupervisionEnd {
   EndReason reason = EndReason::command_succeeded;
   std::string message;
   std::string failed_task;  // job_failed, restarting: the task whose failure (or loss) decided, or ""
-  int restart = 0;          // restarting: the job's restarts with this one
 };
+
+// As PID 1 only, before the command starts again: every process the last run left in the
+// container (a daemon it started with setsid, outside its process group) gets SIGTERM, SIGKILL
+// after `grace`, and is reaped, so that none holds a port or a device into the next run.
+void end_stray_processes(std::chrono::milliseconds grace);
 
 // Init mode: starts each process of the command in a process group of its own in `children`,
 // forwards every signal but tfboot's own to them, reaps every child, follows the job's decisions,

@@ -8,6 +8,7 @@ tiers run real trainers through a restart).
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -46,15 +47,20 @@ def finish_all(procs, timeout=120):
     results = [None] * len(procs)
 
     def finish(i):
-        out, err = procs[i].communicate(timeout=timeout)
-        results[i] = (procs[i].returncode, out, err)
+        try:
+            out, err = procs[i].communicate(timeout=timeout)
+            results[i] = (procs[i].returncode, out, err)
+        except subprocess.TimeoutExpired:
+            procs[i].kill()
+            out, err = procs[i].communicate(timeout=30)
+            results[i] = (None, out, err)
 
     readers = [threading.Thread(target=finish, args=(i,), daemon=True) for i in range(len(procs))]
     for reader in readers:
         reader.start()
     for reader in readers:
         reader.join(timeout=timeout + 5)
-    assert None not in results, "a task did not end in time"
+    assert None not in [code for code, _, _ in results], ["a task did not end in time", *(err[-3000:] for _, _, err in results)]
     return results
 
 
@@ -77,12 +83,17 @@ def job_script(fail_until, status=3):
 def test_a_failure_restarts_every_task_in_place_with_the_count_in_each_command(net, tfboot, tmp_path):
     pods = job_pods(net, 3)
     env = {"TFBOOT_MAX_RESTARTS": "2"}
-    procs = [start(net, tfboot, pod, job_script(fail_until=1), tmp_path, "worker=3", env) for pod in pods]
+    # The first run also leaves a daemon outside its process group; the next run says whether it is gone.
+    stray = ('if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then setsid sleep 600 & echo $! > "$TFBOOT_LOG_DIR/daemon"; '
+             'else if kill -0 "$(cat "$TFBOOT_LOG_DIR/daemon")" 2>/dev/null; then echo alive; else echo gone; fi '
+             '> "$TFBOOT_LOG_DIR/stray"; fi; ')
+    procs = [start(net, tfboot, pod, stray + job_script(fail_until=1), tmp_path, "worker=3", env) for pod in pods]
     results = finish_all(procs)
     # No tfboot exited in between: each ran its command twice, the second time with count 1.
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
     for task in ("worker_0", "worker_1", "worker_2"):
         assert seen_counts(tmp_path, task) == ["0", "1"], task
+        assert (tmp_path / task / "stray").read_text().strip() == "gone", task
     for _, _, err in results:
         assert "restarting the job in place (restart 1 of 2): worker:1 failed with status 3; " \
                "joining the job's start barrier again" in err, err
@@ -236,10 +247,11 @@ def test_without_stop_together_a_stop_signal_is_the_task_s_own(net, tfboot, tmp_
 def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboot, tmp_path):
     pods = job_pods(net, 2)
     env = {"TFBOOT_MAX_RESTARTS": "2"}
-    procs = [start(net, tfboot, pods[0], "sleep 2; exit 0", tmp_path, "worker=2", env),
+    procs = [start(net, tfboot, pods[0], RECORDING + "sleep 2; exit 3", tmp_path, "worker=2", env),
              start(net, tfboot, pods[1], "exit 0", tmp_path, "worker=2", {**env, "TFBOOT_INIT": "0"})]
     results = finish_all(procs)
-    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert [code for code, _, _ in results] == [3, 0], [err for _, _, err in results]
+    assert seen_counts(tmp_path, "worker_0") == ["0"]
     assert ("no restart in place for this job: worker:1 runs its command by exec (not as init), so a failure ends "
             "the job") in results[0][2]
     startup = json.loads((tmp_path / "worker_0" / "startup.json").read_text())
@@ -260,3 +272,36 @@ def test_the_coordinator_s_loss_is_not_restarted_in_place(net, tfboot, tmp_path)
     assert "stopping: the coordinator worker:0 was lost" in err
     assert seen_counts(tmp_path, "worker_1") == ["0"]
     procs[0].wait(timeout=10)
+
+
+def test_the_coordinator_s_own_failure_restarts_the_job_at_once(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    script = RECORDING + ('if [ "$TFBOOT_TASK_INDEX" = 0 ]; then '
+                          '  if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then sleep 1; date +%s.%N > "$TFBOOT_LOG_DIR/failed"; exit 4; fi; '
+                          '  sleep 1; exit 0; fi; '
+                          'date +%s.%N > "$TFBOOT_LOG_DIR/started-$TFBOOT_RESTART_COUNT"; exec sleep 600')
+    procs = [start(net, tfboot, pod, script, tmp_path, "worker=2", {"TFBOOT_MAX_RESTARTS": "1"}) for pod in pods]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert "restarting the job in place (restart 1 of 1): worker:0 failed with status 4" in results[1][2]
+    # Decided when the coordinator's own command ended, not at its next heartbeat (2 s).
+    failed = float((tmp_path / "worker_0" / "failed").read_text())
+    again = float((tmp_path / "worker_1" / "started-1").read_text())
+    assert again - failed < 1.5, again - failed
+
+
+def test_a_task_whose_ranks_are_slow_to_stop_stays_heard_and_the_job_restarts(net, tfboot, tmp_path):
+    # Two processes per pod; on the coordinator, rank 0 fails and rank 1 ignores SIGTERM, so
+    # it ends only at SIGKILL, --stop-grace (12 s) later: beyond the 10 s a silent task is lost in.
+    # After the restart every rank succeeds (a PyTorch job is done when all are).
+    pods = job_pods(net, 2)
+    script = RECORDING + ('if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$RANK" = 0 ]; then sleep 1; exit 5; fi; '
+                          'if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then trap "" TERM; fi; '
+                          'if [ "$TFBOOT_RESTART_COUNT" = 1 ]; then sleep 1; exit 0; fi; exec sleep 600')
+    env = {"TFBOOT_MAX_RESTARTS": "1", "TFBOOT_FRAMEWORK": "pytorch", "TFBOOT_NPROC_PER_NODE": "2",
+           "TFBOOT_STOP_GRACE": "12s"}
+    procs = [start(net, tfboot, pod, script, tmp_path, "worker=2", env) for pod in pods]
+    results = finish_all(procs, timeout=90)
+    assert [code for code, _, _ in results] == [0, 0], [err[-3000:] for _, _, err in results]
+    assert "restarting the job in place (restart 1 of 1): worker:0 failed with status 5" in results[1][2]
+    assert "was lost" not in results[1][2]

@@ -231,6 +231,8 @@ TEST_CASE("control_protocol::encode and parse_message") {
          "a bad 'restart' message: 'count' is outside 1..1000000"},
         {"a preempt with no signal", R"({"type":"preempt","task":"worker:1","signal":0})", Sender::task,
          "a bad 'preempt' message: 'signal' is outside 1..64"},
+        {"a preempt that is no stop signal", R"({"type":"preempt","task":"worker:1","signal":9})", Sender::coordinator,
+         "a bad 'preempt' message: 'signal' is not SIGTERM (15) or SIGINT (2)"},
         {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
          "a message over 65536 bytes"},
     };
@@ -514,6 +516,11 @@ TEST_CASE("control_protocol::JobMonitor with restarts left (--max-restarts)") {
     REQUIRE(own.events.size() == 1);
     CHECK(own.events[0].kind == JobEventKind::restart);
     CHECK(own.events[0].restart == 1);
+  }
+  SUBCASE("the coordinator's own failure when it is stopping anyway stops the job: no one would gather it again") {
+    auto own = monitor.on_own_exit(143, "", /*restartable=*/false);
+    REQUIRE(own.broadcast);
+    CHECK(std::holds_alternative<Stop>(*own.broadcast));
   }
   SUBCASE("with none left the failure stops the job, as without restarts") {
     JobMonitor spent(member("chief:0"), {{member("worker:0"), true}}, 10s, t0, JobRules{.restarts = 2, .max_restarts = 2});

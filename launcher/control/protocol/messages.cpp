@@ -295,6 +295,13 @@ Message parse_abort(Fields& f) {
 
 Message parse_stop(Fields& f) { return Stop{f.member("task"), f.integer("status", -1, 255), f.text("message", max_text)}; }
 
+// Only the stop signals: a stranger's SIGKILL must not reach every command as a "preemption".
+Message parse_preempt(Fields& f) {
+  Preempt preempt{f.member("task"), f.integer("signal", 1, 64)};
+  if (!f.problem && preempt.signal != 2 && preempt.signal != 15) f.reject("signal", "is not SIGTERM (15) or SIGINT (2)");
+  return preempt;
+}
+
 Message parse_restart(Fields& f) {
   return Restart{f.member("task"), f.integer("status", -1, 255), f.text("message", max_text), f.integer("count", 1, max_restart_count)};
 }
@@ -312,7 +319,7 @@ std::optional<Message> parse_typed(std::string_view type, Fields& f) {
   if (type == "done") return Done{};
   if (type == "stop") return parse_stop(f);
   if (type == "restart") return parse_restart(f);
-  if (type == "preempt") return Preempt{f.member("task"), f.integer("signal", 1, 64)};
+  if (type == "preempt") return parse_preempt(f);
   return std::nullopt;
 }
 

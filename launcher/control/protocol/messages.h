@@ -13,8 +13,10 @@
 //                preempt{task, signal} both ways (--stop-together: a task's stop signal, passed to every task)
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,6 +90,12 @@ struct Hello {
   // How long this tfboot has run: its pod's DNS record may lag the pod's start, not this hello.
   std::int64_t started_ms_ago = 0;
 };
+// Hello::started_ms_ago for a tfboot started at `started`: at most what the wire carries (24.8
+// days), which a job restarting in place after weeks reaches.
+inline std::int64_t started_ms_ago(Instant started, Instant now) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count();
+  return std::min<std::int64_t>(ms, std::numeric_limits<int>::max());
+}
 struct Accepted {
   std::string proof;  // with a secret only: the coordinator's proof
   BarrierProgress progress;

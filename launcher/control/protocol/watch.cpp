@@ -35,10 +35,10 @@ JobMonitor::JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::c
 }
 
 // The first failure decides: a restart while the job has restarts left, else the stop.
-JobDecision JobMonitor::fail(const JobMember& task, int status, const std::string& message) {
+JobDecision JobMonitor::fail(const JobMember& task, int status, const std::string& message, bool restartable) {
   if (decided_) return {};
   decided_ = true;
-  if (rules_.restarts < rules_.max_restarts) {
+  if (restartable && rules_.restarts < rules_.max_restarts) {
     const int count = rules_.restarts + 1;
     JobEvent event{JobEventKind::restart, task.text(), status, message, count};
     return {{event}, Restart{task, status, message, count}};
@@ -96,9 +96,12 @@ JobDecision JobMonitor::on_tick(Instant now) {
   return decision;
 }
 
-JobDecision JobMonitor::on_own_exit(int status, const std::string& detail) {
+JobDecision JobMonitor::on_own_exit(int status, const std::string& detail, bool restartable) {
   if (decided_) return {};
-  if (status != 0) return fail(self_, status, self_.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail));
+  if (status != 0) {
+    return fail(self_, status, self_.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail),
+                restartable);
+  }
   if (rules_.every_task_must_finish) {
     own_done_ = true;
     return done_if_every_task_is();

@@ -52,7 +52,9 @@ class JobMonitor {
   JobDecision on_message(const JobMember& from, const Message& message, Instant now);
   JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
   JobDecision on_tick(Instant now);
-  JobDecision on_own_exit(int status, const std::string& detail = "");
+  // `restartable`: false when the coordinator's tfboot ends anyway (asked to stop): no restart
+  // could gather the job again without it.
+  JobDecision on_own_exit(int status, const std::string& detail = "", bool restartable = true);
   // A stop signal came to the coordinator's own tfboot (with stop_together: every task gets it).
   JobDecision on_own_stop_signal(int signal_number);
   // When on_tick must next run; time_point::max() when nothing is watched.
@@ -66,7 +68,7 @@ class JobMonitor {
     bool gone = false;
     Instant last_heard;
   };
-  JobDecision fail(const JobMember& task, int status, const std::string& message);
+  JobDecision fail(const JobMember& task, int status, const std::string& message, bool restartable = true);
   JobDecision preempt(const JobMember& task, int signal_number);
   JobDecision done_if_every_task_is();
   bool watched_for_silence(const State& state) const { return !state.gone && !state.exited && state.supervised; }

@@ -22,20 +22,13 @@ import time
 import pytest
 
 import images
+from image_pods import prepare_rootfs, start_container, wait_for_log
 from harness.cluster import ClusterNetwork
 from paths import REPO_DIR
 
 ENTRYPOINT = ["/usr/local/bin/tfboot"]
 CMD = ["python", "train.py"]
 WORKDIR = "/app"
-
-PROBE = """\
-import os
-print("TF_CONFIG=" + os.environ["TF_CONFIG"])
-print("TFBOOT_LOG_DIR=" + os.environ["TFBOOT_LOG_DIR"])
-print("pid=%d ppid=%d cwd=%s" % (os.getpid(), os.getppid(), os.getcwd()))
-"""
-
 
 class Built:
     def __init__(self, buildah, trainer, tfboot_stage, context):
@@ -135,16 +128,6 @@ def test_tfboot_stage_holds_only_the_binary(built):
     assert image_config(built, built.tfboot_stage)["Entrypoint"] == ["/tfboot"]
 
 
-def _prepare_rootfs(rootfs):
-    """What a runtime does before starting the container, plus the probe in place of train.py."""
-    with open(os.path.join(rootfs, WORKDIR.lstrip("/"), "train.py"), "w") as f:
-        f.write(PROBE)
-    for name in ("hosts", "resolv.conf"):   # bind-mount targets for the pod's files
-        path = os.path.join(rootfs, "etc", name)
-        if not os.path.exists(path):
-            open(path, "w").close()
-
-
 SECRET_PATH = "/var/run/secrets/tfboot/secret"   # where the examples mount the control secret
 
 
@@ -175,7 +158,6 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
     control secret): both tfboot meet on the control port before the CMD runs, and the job ends
     with both."""
     config = image_config(built, built.trainer)
-    image_env = dict(item.split("=", 1) for item in config.get("Env") or [])
     names = ["mnist-worker-0", "mnist-worker-1"]
     expected = ('{"cluster":{"worker":["mnist-worker-0.mnist.default.svc.cluster.local:2222",'
                 '"mnist-worker-1.mnist.default.svc.cluster.local:2222"]},"task":{"type":"worker","index":%d}}')
@@ -188,24 +170,19 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
         pods = [net.add_pod(name) for name in names]
         procs, logs = [], []
         for index, pod in enumerate(pods):
-            _prepare_rootfs(rootfs[index])
+            prepare_rootfs(rootfs[index], WORKDIR)
             secret = _host_path(rootfs[index], SECRET_PATH)   # what the kubelet mounts
             os.makedirs(os.path.dirname(secret), exist_ok=True)
             with open(secret, "w") as f:
                 f.write("a shared secret of this job\n")
             net.publish(pod)
-            env = {**image_env, "TFBOOT_CLUSTER": "worker=2", "POD_NAME": pod.name, "POD_NAMESPACE": "default",
+            env = {"TFBOOT_CLUSTER": "worker=2", "POD_NAME": pod.name, "POD_NAMESPACE": "default",
                    "TFBOOT_WAIT": "60s", "TFBOOT_CONTROL_SECRET_FILE": SECRET_PATH}
-            # unshare --root/--wd: chroot + chdir + exec, so the program is still PID 1
-            argv = ["/usr/bin/unshare", f"--root={rootfs[index]}", f"--wd={config['WorkingDir']}", "--",
-                    *config["Entrypoint"], *config["Cmd"]]
             logs.append(tmp_path / f"{pod.name}.stderr")
             with open(logs[-1], "w") as stderr:
-                procs.append(net.run(pod, argv, env=env, pid1=True, stderr=stderr,
-                                     extra_mounts=[(pod.hosts_path, f"{rootfs[index]}/etc/hosts"),
-                                                   (pod.resolv_path, f"{rootfs[index]}/etc/resolv.conf")]))
+                procs.append(start_container(net, pod, rootfs[index], config, env=env, stderr=stderr))
             if index == 0:   # pod 0, the coordinator, waits at the start barrier before pod 1 exists
-                _wait_for_log(logs[0], "start barrier: waiting for 1 task on control port", procs[0])
+                wait_for_log(logs[0], "start barrier: waiting for 1 task on control port", procs[0])
 
         for index, (proc, log) in enumerate(zip(procs, logs)):
             out, _ = proc.communicate(timeout=90)
@@ -226,17 +203,6 @@ def test_image_runs_tfboot_as_pid_1_of_a_pod_and_then_its_cmd(built, tmp_path):
                 job = json.load(f)["job"]
             assert (job["coordinator"], job["control_port"], job["tasks_present"]) == ("worker:0", 2220, 2), job
             assert job["names_resolved_by_coordinator"] is True, job
-
-
-def _wait_for_log(path, text, proc, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if text in path.read_text():
-            return
-        if proc.poll() is not None:
-            pytest.fail(f"ended with {proc.returncode} before logging {text!r}: {path.read_text()}")
-        time.sleep(0.1)
-    pytest.fail(f"no {text!r} in {path} within {timeout}s: {path.read_text()}")
 
 
 def test_dockerfile_stages_and_default_base_image():

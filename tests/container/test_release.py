@@ -61,6 +61,31 @@ def release(tmp_path_factory):
     return dist
 
 
+USAGE = "release: usage: scripts/release [DIR] (default dist)\n"
+
+
+@pytest.mark.parametrize("args, error", [
+    (["one", "two"], USAGE),
+    (["--help"], USAGE),
+    ([os.path.join(REPO_DIR, "README.md")],
+     f"release: {os.path.join(REPO_DIR, 'README.md')} is there and is not a release folder; remove it or name another\n"),
+])
+def test_release_refuses_bad_arguments_before_it_builds(args, error):
+    done = subprocess.run([os.path.join(REPO_DIR, "scripts", "release"), *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
+
+
+def test_packing_refuses_a_dynamically_linked_binary(tmp_path):
+    python = os.path.realpath("/usr/bin/python3")   # dynamically linked, as a sanitizer build is
+    done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"), "--binary", python,
+                           "--build-dir", str(tmp_path), "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=30)
+    assert (done.returncode, done.stderr) == (
+        1, f"release: --binary {python}: dynamically linked; a release ships the static build\n")
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.fixture(scope="module")
 def version_line(tfboot):
     return subprocess.run([tfboot, "--version"], capture_output=True, text=True, check=True).stdout

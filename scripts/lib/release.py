@@ -166,7 +166,7 @@ def make_deb(binary: Binary, out_dir: str, epoch: int) -> str:
     return path
 
 
-# What the static binary is made of: (name, license, files the build took it from, version macro).
+# What the static binary is made of: (name, licence, files the build took it from).
 # The files are named as the build found them: the libraries of CMakeCache.txt, the compiler's own
 # archives, the headers the header-only libraries are.
 COMPONENTS = [
@@ -178,8 +178,9 @@ COMPONENTS = [
     ("fmt", "MIT", ["fmt/core.h"]),
     ("nlohmann-json", "MIT", ["nlohmann/json.hpp"]),
 ]
-PROBE = "#include <features.h>\n#include <cstddef>\n#include <ares_version.h>\n#include <sodium/version.h>\n" \
-        "#include <fmt/core.h>\n#include <nlohmann/json.hpp>\n"
+# The headers whose version macros _versions reads (<cstddef> for libstdc++'s).
+PROBE = "".join(f"#include <{header}>\n" for header in (
+    "features.h", "cstddef", "ares_version.h", "sodium/version.h", "fmt/core.h", "nlohmann/json.hpp"))
 
 
 def _cmake_cache(build_dir: str) -> dict[str, str]:
@@ -247,7 +248,10 @@ def make_sbom(binary: Binary, build_dir: str, out_dir: str, epoch: int) -> str:
             return cache[item]
         if item.endswith(".a"):
             return os.path.normpath(_run([compiler, "-print-file-name=" + item]).strip())
-        return next(h for h in headers if h.endswith("/" + item))
+        found = [header for header in headers if header.endswith("/" + item)]
+        if not found:
+            raise ReleaseError(f"{compiler} found no {item}")
+        return found[0]
 
     components = []
     for name, license_, items in COMPONENTS:
@@ -268,6 +272,7 @@ def make_sbom(binary: Binary, build_dir: str, out_dir: str, epoch: int) -> str:
         components.append(component)
     with open(binary.path, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
+    compiler_version = macros["__VERSION__"].strip('"')
     bom = {
         "bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
         "metadata": {
@@ -275,7 +280,7 @@ def make_sbom(binary: Binary, build_dir: str, out_dir: str, epoch: int) -> str:
             "component": {"type": "application", "bom-ref": "tfboot", "name": "tfboot", "version": binary.version,
                           "hashes": [{"alg": "SHA-256", "content": digest}],
                           "properties": [{"name": "tfboot:commit", "value": binary.commit},
-                                         {"name": "tfboot:compiler", "value": f"{compiler} {macros['__VERSION__'].strip(chr(34))}"}]},
+                                         {"name": "tfboot:compiler", "value": f"{compiler} {compiler_version}"}]},
         },
         "components": components,
         "dependencies": [{"ref": "tfboot", "dependsOn": [c["bom-ref"] for c in components]}],

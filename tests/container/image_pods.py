@@ -7,6 +7,7 @@ for a probe that prints what tfboot handed it (the stand-in base image has no Te
     prepare_rootfs(rootfs, workdir)                 the probe as train.py, the mount targets
     start_container(net, pod, rootfs, config, env=..., stderr=...)  -> the pod's process
     wait_for_log(path, text, process)               until tfboot logged text, bounded
+    probe_output(out, tf_config, log_dir, workdir)  the probe's lines checked; returns the rest
 """
 
 import os
@@ -58,3 +59,14 @@ def wait_for_log(path, text, proc, timeout=20.0):
             pytest.fail(f"ended with {proc.returncode} before logging {text!r}: {path.read_text()}")
         time.sleep(0.1)
     pytest.fail(f"no {text!r} in {path} within {timeout}s: {path.read_text()}")
+
+
+def probe_output(out, tf_config, log_dir, workdir):
+    """Checks what the probe printed: this TF_CONFIG and log dir, run as a child of PID 1 (tfboot)
+    in workdir. Returns the lines after those (the pid1 line when the container has its /proc)."""
+    lines = out.splitlines()
+    assert lines[:2] == ["TF_CONFIG=" + tf_config, "TFBOOT_LOG_DIR=" + log_dir], out
+    pid, ppid, cwd = (field.split("=", 1)[1] for field in lines[2].split())
+    assert ppid == "1" and pid != "1", f"the command's parent must be tfboot as PID 1: {lines[2]}"
+    assert cwd == workdir, lines[2]
+    return lines[3:]

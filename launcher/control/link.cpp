@@ -38,7 +38,7 @@ class CoordinatorLink final : public JobLink {
   void add_poll_fds(std::vector<pollfd>& fds) const override { fds.push_back({events_.fd(), POLLIN, 0}); }
 
   Instant next_wakeup() const override {
-    if (!own_restart_.empty()) return Instant::min();  // decided already: said at the next process()
+    if (!own_restart_.empty()) return SteadyClock::now();  // decided already: said at the next process()
     return tasks_.empty() ? Instant::max() : std::min(monitor_.next_deadline(), next_heartbeat_);
   }
 

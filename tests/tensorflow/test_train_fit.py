@@ -56,17 +56,28 @@ def trainer_pid(pod_process):
     return pids[0]
 
 
+def fit_job(tfboot, task_env, tmp_path, epochs, steps_per_epoch):
+    """The environment and command of a two-worker train_fit.py job, logs and backup under tmp_path."""
+    env = {**task_env, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"), "TFBOOT_STOP_GRACE": "10s"}
+    command = [tfboot, "--", "python", TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
+               "--backup-dir", str(tmp_path / "backup")]
+    return env, command
+
+
+def two_worker_pods(net):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
+    for pod in pods:
+        net.publish(pod)
+    return pods
+
+
 @pytest.mark.root
 def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, tensorflow, task_env, tmp_path):
     epochs, steps_per_epoch = 8, 40
     logs, backup = tmp_path / "logs", tmp_path / "backup"
-    env = {**task_env, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(logs), "TFBOOT_STOP_GRACE": "10s"}
-    command = [tfboot, "--", "python", TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
-               "--backup-dir", str(backup)]
+    env, command = fit_job(tfboot, task_env, tmp_path, epochs, steps_per_epoch)
     with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as net:
-        pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
-        for pod in pods:
-            net.publish(pod)
+        pods = two_worker_pods(net)
 
         first = PodJob(net, tmp_path, "first")
         procs = [first.start(pod, command, env) for pod in pods]
@@ -122,14 +133,10 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
 def test_with_max_restarts_a_killed_trainer_restarts_the_job_in_place_and_it_resumes(tfboot, tensorflow, task_env, tmp_path):
     epochs, steps_per_epoch = 6, 40
     logs, backup = tmp_path / "logs", tmp_path / "backup"
-    env = {**task_env, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(logs), "TFBOOT_STOP_GRACE": "10s",
-           "TFBOOT_MAX_RESTARTS": "1"}
-    command = [tfboot, "--", "python", TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
-               "--backup-dir", str(backup)]
+    env, command = fit_job(tfboot, task_env, tmp_path, epochs, steps_per_epoch)
+    env["TFBOOT_MAX_RESTARTS"] = "1"
     with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as net:
-        pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
-        for pod in pods:
-            net.publish(pod)
+        pods = two_worker_pods(net)
         job = PodJob(net, tmp_path, "job")
         procs = [job.start(pod, command, env) for pod in pods]
         job.wait_for(pods[1], f"task=worker:1 epoch 2/{epochs} loss=", timeout=300)

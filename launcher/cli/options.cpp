@@ -63,6 +63,9 @@ constexpr OptionSpec option_table[] = {
      "1", true},
     {"log-level", Kind::value, "L", "trace, debug, info, warn, error", "info", true},
     {"log-format", Kind::value, "F", "text or json (one object per line)", "text", true},
+    {"metrics-port", Kind::value, "N", "init: serve /metrics, /healthz, /readyz, /status on this port; 0 = off", "0", true},
+    {"termination-log", Kind::value, "PATH", "where a failing exit's one-line reason is written",
+     "/dev/termination-log when it exists and is writable"},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -258,6 +261,15 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     return usage_error(restarts->source + " '" + restarts->value + "' must be a number of restarts 0.." +
                        std::to_string(max_restarts_allowed));
   }
+  if (auto port = get("metrics-port"); auto value = whole_number(*port, 65535)) {
+    options.metrics_port = *value;
+  } else {
+    return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 for no metrics server");
+  }
+  if (options.metrics_port != 0 && options.metrics_port == options.control_port) {
+    return usage_error(quoted(*get("metrics-port")) + " is the control channel's port too (" + quoted(*get("control-port")) +
+                       "); choose another");
+  }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
                        choose("control-source-check", on_off_choices, options.control_source_check),
                        choose("stop-together", on_off_choices, options.stop_together),
@@ -270,6 +282,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.nproc_per_node = *get("nproc-per-node");
   options.nproc_per_node_given = raw.contains("nproc-per-node");
   options.control_secret_file = get("control-secret-file");
+  options.termination_log = get("termination-log");
   return options;
 }
 

@@ -68,6 +68,10 @@ struct Options {
   bool stop_together = true;
   std::string log_level;
   LogFormat log_format{};
+  // Init mode: the metrics server's port (README: Observing a start); 0 = none.
+  int metrics_port = 0;
+  // Where a failing exit's reason goes; unset: /dev/termination-log when it is writable.
+  std::optional<Setting> termination_log;
   std::vector<std::string> command;  // empty: the default command
   // Said once the log is configured: TFBOOT_* variables that are no option's twin (a typo such as
   // TFBOOT_CLUSTR would otherwise be ignored in silence).

@@ -57,6 +57,9 @@ struct JobSettings {
   // The check starts no sooner than this after the last task said hello: a pod's DNS record may
   // lag its start a little, and a name asked before it is published gets its NXDOMAIN cached.
   std::chrono::milliseconds record_settle{1000};
+  // The coordinator: every task's state at the barrier, when it begins, at each heartbeat and at
+  // its end (README: Observing a start). Not set: nobody asks.
+  std::function<void(const std::vector<StartBarrier::TaskState>& tasks, bool started)> on_barrier_state;
   std::chrono::milliseconds heartbeat_every{2000};
   std::chrono::milliseconds peer_silent_after{10000};
   std::chrono::milliseconds hello_timeout{10000};   // a connection must say hello within this

@@ -64,6 +64,7 @@ class CoordinatorBarrier {
   Result<std::unique_ptr<JobLink>> run() {
     if (verified_) events_.watch(verified_.get(), verified_key, POLLIN);
     log::info("start barrier: waiting for {} on control port {}", counted(settings_.tasks.size() - 1, "task"), settings_.port);
+    report_state(false);
     while (true) {
       Instant now = SteadyClock::now();
       if (verification_ && verification_->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
@@ -81,6 +82,10 @@ class CoordinatorBarrier {
   }
 
  private:
+  // README: Observing a start (the coordinator's /status and barrier metrics).
+  void report_state(bool started) const {
+    if (settings_.on_barrier_state) settings_.on_barrier_state(barrier_.task_states(), started);
+  }
 
   // The name check waits until the youngest task's tfboot has run for `record_settle`: its pod's
   // DNS record may lag the pod's start, and a name asked before it is published gets its
@@ -265,6 +270,7 @@ class CoordinatorBarrier {
         }
       }
       next_heartbeat_ = now + settings_.heartbeat_every;
+      report_state(false);
     }
     if (now >= next_progress_) {
       log::info("start barrier: {}/{} tasks present after {}; missing: {}", barrier_.progress().present, settings_.tasks.size(),
@@ -454,6 +460,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
   deliver(closing, SteadyClock::now() + settings_.peer_silent_after);
   log_differences(start.environment_differences);
   log::info("start barrier: all {} tasks present; starting", settings_.tasks.size());
+  report_state(true);
 
   Instant now = SteadyClock::now();
   std::map<std::uint64_t, LinkedTask> tasks;  // by the keys the event set knows them by

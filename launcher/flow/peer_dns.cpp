@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "dns/resolver.h"
+#include "observe/metrics.h"
 #include "plan/kubernetes.h"
 
 namespace tfboot {
@@ -169,10 +170,11 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   std::optional<CachedNegativeWatch> watch;
   if (watched && *watched < peers.size() && peers[*watched].fully_qualified) {
     watch.emplace(**resolver, peers[*watched], "the coordinator's name");
-    policy.on_failure = [&watch, index = *watched](std::size_t i, const NameStatus& status) {
-      if (i == index) watch->on_failure(status);
-    };
   }
+  policy.on_failure = [&watch, watched](std::size_t i, const NameStatus& status) {
+    observe::count_failed_lookup(status.last_reason);  // README: Observing a start
+    if (watch && i == *watched) watch->on_failure(status);
+  };
   policy.deadline = std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()));
   // What is left of --wait, to the second (the steps before took a few milliseconds of it).
   auto shown = policy.deadline >= std::chrono::seconds(1) ? std::chrono::milliseconds(std::chrono::round<std::chrono::seconds>(policy.deadline))
@@ -184,6 +186,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
                                     static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()));
   result.seconds = static_cast<double>(outcome.elapsed.count()) / 1000.0;
   result.names = std::move(outcome.names);
+  observe::count_lookups(result.names);
   if (!outcome.all_resolved) {
     int count = 0;
     std::string missing = missing_names(result.names, count);

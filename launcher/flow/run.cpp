@@ -17,11 +17,13 @@
 #include "dns/resolver.h"
 #include "flow/job.h"
 #include "flow/local.h"
+#include "flow/observed.h"
 #include "flow/peer_dns.h"
 #include "flow/processes.h"
 #include "framework/environment.h"
 #include "framework/interface.h"
 #include "framework/nodes.h"
+#include "observe/metrics.h"
 #include "plan/host_facts.h"
 #include "plan/kubernetes.h"
 #include "plan/plan.h"
@@ -236,6 +238,7 @@ Result<SupervisionEnd> supervise(const Options& options, const Launch& launch, c
   settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
   auto end = supervise_command(**children, launch.processes, settings);
   if (end) record_end(launch, *end);
+  if (end) observe_end(*end);
   return end;
 }
 
@@ -284,8 +287,12 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   announce(*plan);
   auto nodes = plan_framework(*plan, facts, env);
   if (!nodes) return std::unexpected(nodes.error());
+  observe::PhaseClock phases(started);  // README: Observing a start
+  const auto metrics_server = serve_metrics_if_asked(options, *plan, runs_as_init(options, *nodes), started_at);
+  phases.ended(observe::Phase::plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());
+  phases.ended(observe::Phase::dns_wait);
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
@@ -293,8 +300,10 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   // may come back as a new instance with a new address, which the barrier's name check sees.
   for (int restarts = 0;;) {
     const double attempt_started_at = restarts == 0 ? started_at : unix_seconds();
+    if (restarts > 0) phases.restarted();
     auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes, started, restarts);
     if (!job) return std::unexpected(job.error());
+    phases.ended(observe::Phase::barrier);
     DnsResult answers = *dns;
     if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, answers); !completed) return std::unexpected(completed.error());
     tf_config = make_tf_config_text(options, *plan, answers.names);
@@ -304,6 +313,9 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
     const auto interface = settle_master(options, env, facts, answers, *nodes);
     auto launch = write_files(options, *plan, answers, *tf_config, *job, inherited, attempt_started_at, *nodes, interface, env);
     if (!launch) return std::unexpected(launch.error());
+    phases.ended(observe::Phase::files);
+    observe_restarts(launch->files.previous.restarts, job->restarts);
+    phases.command_starts();
     auto ran = run_command(options, *launch, *nodes, *job);
     if (!ran || *ran) return ran ? Result<int>(**ran) : std::unexpected(ran.error());
     restarts = job->restarts + 1;
@@ -339,6 +351,13 @@ Result<int> run_mode(const Options& options, const ProcessEnvironment& env) {
   return exit_code::ok;
 }
 
+// Where the termination message goes when the options themselves are wrong: the twin, if set.
+std::optional<Setting> termination_log_twin(const Environment& env) {
+  auto twin = env.find("TFBOOT_TERMINATION_LOG");
+  if (twin == env.end() || twin->second.empty()) return std::nullopt;
+  return Setting{twin->second, "TFBOOT_TERMINATION_LOG"};
+}
+
 }  // namespace
 
 int run(int argc, char** argv, char** envp) {
@@ -350,15 +369,19 @@ int run(int argc, char** argv, char** envp) {
     if (!options) {
       log::configure("info", requested_log_format(args, env.map));
       log::error("{}", options.error().message);
+      write_termination_log(termination_log_twin(env.map), options.error().code, options.error().message);
       return options.error().code;
     }
     log::configure(options->log_level, options->log_format);
     for (const auto& warning : options->warnings) log::warn("{}", warning);
     auto outcome = run_mode(*options, env);
+    const bool entrypoint = options->mode == Mode::entrypoint;
     if (!outcome) {
       log::error("{}", outcome.error().message);
+      if (entrypoint) write_termination_log(options->termination_log, outcome.error().code, outcome.error().message);
       return outcome.error().code;
     }
+    if (entrypoint) write_termination_log(options->termination_log, *outcome, "");
     return *outcome;
   } catch (const std::bad_alloc&) {
     log::write_from_signal_handler(log::Level::error, "out of memory (RLIMIT_AS or the container's memory limit?)");

@@ -42,6 +42,7 @@ const std::vector<StringOption> string_options{
     {"dns-server", "TFBOOT_DNS_SERVER", "10.96.0.10:53,10.96.0.11", [](const Options& o) { return o.dns_server; }},
     {"log-root", "TFBOOT_LOG_ROOT", "/data/logs", [](const Options& o) { return o.log_root; }},
     {"pod-info-dir", "TFBOOT_POD_INFO_DIR", "/var/run/podinfo", [](const Options& o) { return std::optional<Setting>(o.pod_info_dir); }},
+    {"termination-log", "TFBOOT_TERMINATION_LOG", "/tmp/reason", [](const Options& o) { return o.termination_log; }},
 };
 
 // Boolean switches: the flag and the twin set to 1 turn them on.
@@ -584,6 +585,34 @@ TEST_CASE("options::parse_options reports the first of several bad values") {
     auto options = parse(row.args);
     CHECK(code_of(options) == 2);
     CHECK(error_of(options) == row.error);
+  }
+}
+
+TEST_CASE("options::parse_options --metrics-port") {
+  SUBCASE("off unless given") {
+    auto options = parse({});
+    REQUIRE(options);
+    CHECK(options->metrics_port == 0);
+  }
+  SUBCASE("the flag beats its twin") {
+    auto options = parse({"--metrics-port", "9090"}, {{"TFBOOT_METRICS_PORT", "9091"}});
+    REQUIRE(options);
+    CHECK(options->metrics_port == 9090);
+    CHECK(parse({}, {{"TFBOOT_METRICS_PORT", "9091"}})->metrics_port == 9091);
+  }
+  SUBCASE("a bad port is a usage error naming its source") {
+    auto flag = parse({"--metrics-port", "70000"});
+    REQUIRE_FALSE(flag);
+    CHECK(flag.error().code == exit_code::usage);
+    CHECK(flag.error().message == "--metrics-port '70000' must be a port number 1..65535, or 0 for no metrics server");
+    auto twin = parse({}, {{"TFBOOT_METRICS_PORT", "http"}});
+    REQUIRE_FALSE(twin);
+    CHECK(twin.error().message == "TFBOOT_METRICS_PORT 'http' must be a port number 1..65535, or 0 for no metrics server");
+  }
+  SUBCASE("the control channel's port is not the metrics port") {
+    auto same = parse({"--metrics-port", "2220"});
+    REQUIRE_FALSE(same);
+    CHECK(same.error().message == "--metrics-port '2220' is the control channel's port too (default '2220'); choose another");
   }
 }
 

@@ -170,6 +170,15 @@ std::string StartBarrier::missing_report(std::size_t at_most) const {
   return report;
 }
 
+std::vector<StartBarrier::TaskState> StartBarrier::task_states() const {
+  std::vector<TaskState> states;
+  states.reserve(slots_.size());
+  for (const auto& slot : slots_) {
+    states.push_back({slot.task, slot.connection.has_value(), slot.ever_connected ? slot.hello.host : "", slot.last_error});
+  }
+  return states;
+}
+
 std::vector<StartBarrier::Present> StartBarrier::present_tasks() const {
   std::vector<Present> present;
   for (const auto& slot : slots_) {

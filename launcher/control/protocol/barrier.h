@@ -66,6 +66,15 @@ class StartBarrier {
   // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;
+  // Every task in cluster order: present or not, its host as its hello said, its last error
+  // (README: Observing a start, the coordinator's /status).
+  struct TaskState {
+    JobMember task;
+    bool present = false;
+    std::string host;
+    std::string last_error;
+  };
+  std::vector<TaskState> task_states() const;
   // The connection a present task is on; nullopt when it is missing or the coordinator itself.
   std::optional<ConnectionId> connection_of(const JobMember& task) const;
   // Whether the task on `connection` asked for the table of addresses with the start.

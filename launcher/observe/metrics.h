@@ -1,0 +1,118 @@
+// What this task's start has shown so far, as Prometheus, /readyz and /status read it (README:
+// Observing a start): the record, its renderings (pure), and the process's one record, written by
+// the flow and read by the metrics server's thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/clock.h"
+#include "dns/wait.h"
+
+namespace tfboot::observe {
+
+// The start-up's phases, in the order they run; each ends where the next begins.
+enum class Phase {
+  plan,        // options, the host's facts, identity and peers (a PTR lookup for compose)
+  dns_wait,    // the names this task resolves before the barrier
+  barrier,     // joining the job until the coordinator's start (the name check included)
+  name_check,  // the coordinator, within the barrier: every task's name resolved and compared
+  files,       // the names completed after the start, TF_CONFIG, the log dir, startup.json
+};
+inline constexpr std::size_t phase_count = 5;
+std::string_view phase_name(Phase phase);
+
+// The job's decisions as this task hears them (README: Job supervision, Restarts and preemption).
+enum class StopEvent { job_done, peer_failed, coordinator_lost, restart, preempted };
+inline constexpr std::size_t stop_event_count = 5;
+std::string_view stop_event_name(StopEvent event);
+
+// One task of the job as the coordinator's barrier sees it, for /status.
+struct TaskPresence {
+  std::string task;  // "worker:1"
+  bool present = false;
+  std::string host;        // as its hello said; "" before one
+  std::string last_error;  // why it is not present, or ""
+};
+
+struct StartRecord {
+  std::string version;
+  std::string commit;
+  std::string task;       // "worker:1", once the identity is known
+  std::string job_id;     // once the task joins a job
+  std::string framework;  // tensorflow, pytorch or jax
+  double started_at = 0;  // Unix seconds
+  std::array<std::optional<double>, phase_count> phase_seconds{};
+  std::optional<double> seconds_to_command;
+  std::map<std::string, std::uint64_t, std::less<>> dns_lookups;  // by outcome: resolved, nxdomain, timeout, ...
+  std::uint64_t dns_retries = 0;
+  bool coordinator = false;
+  std::size_t tasks_expected = 0;
+  std::size_t tasks_present = 0;
+  std::vector<TaskPresence> tasks;  // the coordinator's barrier, in cluster order
+  bool job_started = false;         // the coordinator said start
+  int restarts = 0;                 // startup.json's "restarts": earlier starts in the same log dir
+  int job_restarts = 0;             // the job's restarts in place, as its coordinator counts them
+  bool command_started = false;
+  bool command_running = false;
+  std::optional<int> exit_status;   // what tfboot exits with, once supervision ended
+  std::array<std::uint64_t, stop_event_count> stop_events{};
+  std::string end_message;  // the supervision's closing reason, for the termination message
+};
+
+// Prometheus' text exposition format (version 0.0.4).
+std::string render_metrics(const StartRecord& record);
+// The coordinator's /status: the job's tasks, present or missing, with their host and last error.
+std::string render_status(const StartRecord& record);
+// /readyz: the command has started, after the barrier where there is one.
+bool is_ready(const StartRecord& record);
+
+// The process's record. Each change runs under a lock that the reader holds only to copy it, so
+// neither side waits on the other for longer than a copy.
+void update(const std::function<void(StartRecord&)>& change);
+StartRecord snapshot();
+
+// The hook-ins the flow calls, each one line there.
+void phase_ended(Phase phase, double seconds);
+void count_failed_lookup(LookupReason reason);
+// After a wait: one resolved lookup per resolved name; every try past a name's first a retry.
+void count_lookups(const std::vector<NameStatus>& names);
+void count_stop_event(StopEvent event);
+
+// Marks the phases off one after another: each ends() measures from the previous mark.
+class PhaseClock {
+ public:
+  explicit PhaseClock(Instant started) : started_(started), last_(started) {}
+  void ended(Phase phase);
+  // The command is about to start: the time since tfboot started (or the job restarted).
+  void command_starts();
+  // The job restarts in place: the barrier, the files and the time to the command are measured
+  // anew from here; the plan and the DNS wait are not done again.
+  void restarted();
+
+ private:
+  Instant started_;
+  Instant last_;
+};
+
+// Times one phase from its construction to its end (the coordinator's name check, on a thread
+// of its own).
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(Phase phase) : phase_(phase), began_(SteadyClock::now()) {}
+  ~PhaseTimer() { phase_ended(phase_, std::chrono::duration<double>(SteadyClock::now() - began_).count()); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  Phase phase_;
+  Instant began_;
+};
+
+}  // namespace tfboot::observe

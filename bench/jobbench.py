@@ -49,6 +49,10 @@ REPO = os.path.dirname(HERE)
 
 SERVERS = ("dnsmasq", "coredns")
 MODES = ("control", "no-control")   # the control channel (default), --control-port 0
+# With --modes: the control channel and --metrics-port on every task (README: Observing a start),
+# for the metrics server's cost on the start beside "control" in the same run.
+METRICS_MODE = "metrics"
+METRICS_PORT = "9400"
 DNSPERF = "/usr/bin/dnsperf"
 LATE_AFTER_S = 5.0
 RUN_TIMEOUT_S = 150
@@ -111,6 +115,8 @@ class JobBench:
                "TFBOOT_STOP_GRACE": "5s"}
         if mode == "no-control":
             env["TFBOOT_CONTROL_PORT"] = "0"
+        if mode == METRICS_MODE:
+            env["TFBOOT_METRICS_PORT"] = METRICS_PORT
         env.update(self.args.tfboot_env)
         stamp = os.path.join(run_dir, f"started-{pod.name}")
         # The command: the time it started (CLOCK_REALTIME: one clock for every namespace here).
@@ -381,7 +387,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="16,32,64", help="pods per job, comma-separated")
     ap.add_argument("--reps", type=int, default=1, help="repetitions of each job")
     ap.add_argument("--servers", default=",".join(SERVERS), help="dnsmasq,coredns; none: only the PyTorch comparison")
-    ap.add_argument("--modes", default=",".join(MODES), help="control (the default channel), no-control")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help="control (the default channel), no-control, metrics (control with --metrics-port)")
     ap.add_argument("--late-p", type=int, default=16, help="pods in the late-pod jobs (0: skip them)")
     ap.add_argument("--late-publish", default="at-start,before",
                     help="when the late pod's record is published: at-start, before (served before it starts)")
@@ -423,7 +430,7 @@ def main(argv=None) -> int:
     args.modes = [x for x in args.modes.split(",") if x]
     args.torch_sizes = [int(x) for x in args.torch_sizes.split(",") if x]
     if (not args.sizes or not all(2 <= p <= 1000 for p in args.sizes) or not 1 <= args.reps <= 20
-            or set(servers) - set(SERVERS) or not args.modes or set(args.modes) - set(MODES) or set(args.late_publish) - {"at-start", "before"}
+            or set(servers) - set(SERVERS) or not args.modes or set(args.modes) - {*MODES, METRICS_MODE} or set(args.late_publish) - {"at-start", "before"}
             or not (args.late_p == 0 or 2 <= args.late_p <= 1000)
             or not all(2 <= p <= 64 for p in args.torch_sizes) or not 1 <= args.torch_reps <= 20
             or not (args.torch_late_p == 0 or 2 <= args.torch_late_p <= 64) or not 0 <= args.torch_late_after <= 120

@@ -193,6 +193,24 @@ def render(report: dict) -> str:
         for p, server, m in phase_rows:
             lines.append(f"| {p} | {server} | " + " | ".join(_fmt_s(m[phase]) for phase in PHASES)
                          + f" | {_fmt_bytes(m['coordinator_sent_bytes'])} |")
+    metrics_rows = [(p, server, medians[(server, p, "control")], medians[(server, p, "metrics")])
+                    for p in report["sizes"] for server in ("dnsmasq", "coredns")
+                    if (server, p, "control") in medians and (server, p, "metrics") in medians]
+    if metrics_rows:
+        lines.append("")
+        lines.append("The metrics server's cost on the start (README: Observing a start): the same jobs with "
+                     "`--metrics-port` on every task, alternating with the control channel alone in one run; "
+                     "medians of the repetitions.\n")
+        lines.append("| P | server | time: without | with --metrics-port | with / without | all present: without | with "
+                     "| coordinator sent: without | with | failed pods |")
+        lines.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for p, server, c, m in metrics_rows:
+            lines.append(f"| {p} | {server} | {_fmt_s(c['last_start_to_all_running_s'])} "
+                         f"| {_fmt_s(m['last_start_to_all_running_s'])} "
+                         f"| {_ratio(m['last_start_to_all_running_s'], c['last_start_to_all_running_s'])} "
+                         f"| {_fmt_s(c.get('barrier_s'))} | {_fmt_s(m.get('barrier_s'))} "
+                         f"| {_fmt_bytes(c['coordinator_sent_bytes'])} | {_fmt_bytes(m['coordinator_sent_bytes'])} "
+                         f"| {c['failures'] + m['failures']} |")
     if report["late"]:
         lines.append("")
         lines.append(f"Late pod (P = {report['late'][0]['p']}; started {report['late_after_s']:.0f} s after the "

@@ -38,7 +38,8 @@ def free_port():
 def one_task(tfboot, tmp_path, command, *args, env=None):
     """A job of one task, supervised as init, with no DNS and no control channel."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TFBOOT_CLUSTER": "worker=1",
-                "TFBOOT_TASK_TYPE": "worker", "TFBOOT_TASK_INDEX": "0", "TFBOOT_HOSTNAME": "job-worker-0", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"), "TFBOOT_WAIT": "0", "TFBOOT_CONTROL_PORT": "0"}
+                "TFBOOT_HOSTNAME": "job-worker-0", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"), "TFBOOT_WAIT": "0",
+                "TFBOOT_CONTROL_PORT": "0"}
     full_env.update(env or {})
     return subprocess.Popen([tfboot, "--init", *args, "--", *command], env=full_env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path)
@@ -197,8 +198,8 @@ def test_a_usage_error_is_the_termination_message_and_success_writes_none(run_tf
     assert bad.returncode == 2
     assert error_line(bad.stderr).endswith(" " + path.read_text().strip())
     path.unlink()
-    good = run_tfboot(["--cluster", "worker=1", "--hostname", "job-worker-0", "--wait", "0", "--log-root", str(tmp_path), "--init", "--", "true"],
-                      env={"TFBOOT_TERMINATION_LOG": str(path)})
+    good = run_tfboot(["--cluster", "worker=1", "--hostname", "job-worker-0", "--wait", "0", "--log-root", str(tmp_path),
+                       "--init", "--", "true"], env={"TFBOOT_TERMINATION_LOG": str(path)})
     assert good.returncode == 0, good.stderr
     assert not path.exists()
 
@@ -217,7 +218,8 @@ def test_the_termination_file_never_changes_the_exit_code(tfboot, tmp_path, wher
                                f"mount --bind {outside} /dev/termination-log; set --"),
         "no default": "mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3; set --",
     }[where]
-    script = f'{setup}; exec {tfboot} --init --cluster worker=1 --hostname job-worker-0 --wait 0 --control-port 0 --log-root {tmp_path}/logs "$@" -- sh -c "exit 3"'
+    script = (f"{setup}; exec {tfboot} --init --cluster worker=1 --hostname job-worker-0 --wait 0 --control-port 0 "
+              f'--log-root {tmp_path}/logs "$@" -- sh -c "exit 3"')
     run = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, capture_output=True, text=True, timeout=30)
     assert run.returncode == 3, run.stderr

@@ -119,6 +119,30 @@ TEST_CASE("observe::count_lookups") {
   CHECK(record.dns_retries == 3);
 }
 
+TEST_CASE("observe::PhaseClock") {
+  observe::update([](observe::StartRecord& record) { record = {}; });
+  observe::PhaseClock phases(SteadyClock::now());
+  for (auto phase : {observe::Phase::plan, observe::Phase::dns_wait, observe::Phase::barrier, observe::Phase::files}) phases.ended(phase);
+  phases.command_starts();
+  auto record = observe::snapshot();
+  double sum = 0;
+  for (auto phase : {observe::Phase::plan, observe::Phase::dns_wait, observe::Phase::barrier, observe::Phase::files}) {
+    REQUIRE(record.phase_seconds[static_cast<std::size_t>(phase)]);
+    sum += *record.phase_seconds[static_cast<std::size_t>(phase)];
+  }
+  REQUIRE(record.seconds_to_command);
+  CHECK(sum <= *record.seconds_to_command);
+  CHECK(observe::is_ready(record));
+  SUBCASE("a restart in place measures the barrier, the files and the time to the command anew") {
+    phases.restarted();
+    record = observe::snapshot();
+    CHECK_FALSE(observe::is_ready(record));
+    CHECK_FALSE(record.seconds_to_command);
+    CHECK_FALSE(record.phase_seconds[static_cast<std::size_t>(observe::Phase::barrier)]);
+    CHECK(record.phase_seconds[static_cast<std::size_t>(observe::Phase::dns_wait)]);
+  }
+}
+
 TEST_CASE("http::parse_request_head") {
   struct Row {
     const char* behaviour;

@@ -33,6 +33,8 @@ std::string_view reason_phrase(int status) {
   return "Error";
 }
 
+constexpr int listen_backlog = 64;
+
 Result<UniqueFd> listen_on(int family, int port) {
   UniqueFd socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   const std::string what = "--metrics-port " + std::to_string(port);
@@ -54,7 +56,7 @@ Result<UniqueFd> listen_on(int family, int port) {
     v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
     size = sizeof v4;
   }
-  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.get(), 64) != 0) {
+  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.get(), listen_backlog) != 0) {
     return errno_error(exit_code::resources, what + ": cannot listen", errno);
   }
   return socket;
@@ -165,18 +167,6 @@ void HttpServer::serve() {
       if (ready < 0 && errno != EINTR && errno != EAGAIN) return;
       now = SteadyClock::now();
       if (ready > 0 && fds[0].revents) return;  // stopped
-      if (ready > 0 && fds[1].revents & POLLIN) {
-        while (true) {
-          int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) accept_again = now + accept_pause;
-            break;
-          }
-          // Full: the oldest connection makes room, so that a flood of idle ones cannot lock a scraper out.
-          if (connections.size() + 1 > limits_.max_connections) connections.pop_front();
-          connections.push_back(Connection{.fd = UniqueFd(fd), .deadline = now + limits_.request_time});
-        }
-      }
       for (std::size_t i = 0; i < polled.size(); ++i) {
         auto it = polled[i];
         const short revents = fds[i + 2].revents;
@@ -220,6 +210,21 @@ void HttpServer::serve() {
           }
         }
         if (done) connections.erase(it);
+      }
+      // After the connections polled above are done with: making room closes one of them.
+      if (ready > 0 && fds[1].revents & POLLIN) {
+        // At most a listen backlog's worth per wake-up, so that a stream of connections cannot keep
+        // this loop from the ones it has.
+        for (int accepted = 0; accepted < listen_backlog; ++accepted) {
+          int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) accept_again = now + accept_pause;
+            break;
+          }
+          // Full: the oldest connection makes room, so that a flood of idle ones cannot lock a scraper out.
+          if (connections.size() + 1 > limits_.max_connections) connections.pop_front();
+          connections.push_back(Connection{.fd = UniqueFd(fd), .deadline = now + limits_.request_time});
+        }
       }
     }
   } catch (...) {

@@ -3,8 +3,8 @@ unknown field), with and without their optional control secret, and deploy the w
 (job supervision included: control port, exit codes in the Jobs' failure policies, idle StatefulSets,
 a NetworkPolicy that admits only the job's pods), give tfboot only options and TFBOOT_* variables
 its --help lists, the compose files pass `docker compose config`, and in every pod of every example
-tfboot prints exactly the TF_CONFIG that examples/README.md shows, or, for the PyTorch examples,
-starts the job and gives each process exactly the torchrun variables README.md shows.
+tfboot prints exactly the TF_CONFIG that docs/deploying.md shows, or, for the PyTorch examples,
+starts the job and gives each process exactly the torchrun variables it shows.
 
 Each pod runs in a pod of the namespace network (tests/harness/cluster.py) with the hostname, the
 kubelet's /etc/hosts and resolv.conf (or Docker's), the environment and the args the example gives
@@ -32,15 +32,15 @@ from paths import REPO_DIR
 from workloads import IMAGE_CMD, Pod, compose_containers, kubernetes_pods, tfjob_pods
 
 EXAMPLES_DIR = os.path.join(REPO_DIR, "examples")
-README = os.path.join(EXAMPLES_DIR, "README.md")
+DEPLOYING = os.path.join(REPO_DIR, "docs", "deploying.md")   # the examples' documented outputs
 KUBERNETES_FILES = sorted(f"kubernetes/{f}" for f in os.listdir(os.path.join(EXAMPLES_DIR, "kubernetes")) if f.endswith(".yaml"))
 # Files that go with every example rather than being one: they create no pods.
 NETWORK_POLICY_FILE = "kubernetes/networkpolicy.yaml"
 CONTROL_SECRET_FILE = "kubernetes/control-secret.yaml"
 KUBERNETES_EXAMPLES = [f for f in KUBERNETES_FILES if f not in (NETWORK_POLICY_FILE, CONTROL_SECRET_FILE)]
 COMPOSE_FILES = sorted(f"compose/{f}" for f in os.listdir(os.path.join(EXAMPLES_DIR, "compose")) if f.endswith(".yaml"))
-COMPOSE_PROJECT = "mnist"       # `docker compose -p mnist ...`, as examples/README.md says
-TFJOB = "tfjob"                 # the README's operator example (no file: the operator writes TF_CONFIG)
+COMPOSE_PROJECT = "mnist"       # `docker compose -p mnist ...`, as docs/deploying.md says
+TFJOB = "tfjob"                 # docs/deploying.md's operator example (no file: the operator writes TF_CONFIG)
 # An old Kubernetes still in use (everything the examples rely on is older) and the newest
 # release the validator knows.
 KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
@@ -64,7 +64,7 @@ GPU = "nvidia.com/gpu"
 POLICY_LABEL = "app.kubernetes.io/name"
 APPLY_POLICY = re.compile(r"kubectl apply -f networkpolicy\.yaml -l (?P<key>[\w./-]+)=(?P<value>[\w.-]+)")
 
-# The ```json block right after "<!-- tf_config: <example> pod=<pod> -->" in examples/README.md
+# The ```json block right after "<!-- tf_config: <example> pod=<pod> -->" in docs/deploying.md
 README_BLOCK = re.compile(r"<!-- tf_config: (?P<example>\S+) pod=(?P<pod>\S+) -->\s*```json\n(?P<json>.*?)```", re.S)
 # PyTorch examples: the ```sh block right after "<!-- torch_env: <example> pod=<pod> -->", one line
 # `KEY=value ...` per process of the pod, with exactly these variables (torchrun's).
@@ -114,25 +114,25 @@ def ordered(text: str):
 
 
 def readme_blocks() -> dict[str, tuple[str, str]]:
-    with open(README) as f:
+    with open(DEPLOYING) as f:
         text = f.read()
     blocks = {}
     for m in README_BLOCK.finditer(text):
-        assert m["example"] not in blocks, f"examples/README.md: two TF_CONFIG blocks for {m['example']}"
+        assert m["example"] not in blocks, f"docs/deploying.md: two TF_CONFIG blocks for {m['example']}"
         blocks[m["example"]] = (m["pod"], m["json"])
     return blocks
 
 
 def readme_torch_blocks() -> dict[str, tuple[str, list[dict[str, str]]]]:
     """example -> (pod, [{variable: value} for each process of the pod, in the README's order])."""
-    with open(README) as f:
+    with open(DEPLOYING) as f:
         text = f.read()
     blocks = {}
     for m in README_TORCH_BLOCK.finditer(text):
-        assert m["example"] not in blocks, f"examples/README.md: two torch_env blocks for {m['example']}"
+        assert m["example"] not in blocks, f"docs/deploying.md: two torch_env blocks for {m['example']}"
         processes = [dict(item.split("=", 1) for item in line.split()) for line in m["text"].splitlines() if line.strip()]
         for process in processes:
-            assert sorted(process) == sorted(TORCH_VARIABLES), f"examples/README.md: {m['example']}: {sorted(process)}"
+            assert sorted(process) == sorted(TORCH_VARIABLES), f"docs/deploying.md: {m['example']}: {sorted(process)}"
         blocks[m["example"]] = (m["pod"], processes)
     return blocks
 
@@ -485,7 +485,7 @@ def test_manifest_supervises_the_job(name):
         where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
         if doc["kind"] == "TrainJob":
             # Its runtime owns the Job and the container's ports: a TrainJob can declare neither
-            # the control port nor a podFailurePolicy (examples/README.md says what that means).
+            # the control port nor a podFailurePolicy (docs/deploying.md says what that means).
             assert "TFBOOT_IDLE_WHEN_DONE" not in {e["name"] for e in doc["spec"]["trainer"].get("env", [])}, where
             continue
         for template in pod_templates(doc):
@@ -1116,7 +1116,7 @@ def own_task(pod: Pod, cluster: dict) -> dict:
 @pytest.mark.root
 def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
     blocks = readme_blocks()
-    assert example in blocks, f"examples/README.md has no TF_CONFIG block for {example}"
+    assert example in blocks, f"docs/deploying.md has no TF_CONFIG block for {example}"
     documented_pod, documented_json = blocks[example]
     documented = json.loads(documented_json)
     pods = example_pods(example, documented_json)
@@ -1151,7 +1151,7 @@ def test_torch_variables_in_every_process_are_the_ones_in_the_readme(example, tf
     torchrun variables instead of training: the documented pod's are exactly the README's, and
     together the pods hold every rank once, with one master."""
     blocks = readme_torch_blocks()
-    assert example in blocks, f"examples/README.md has no torch_env block for {example}"
+    assert example in blocks, f"docs/deploying.md has no torch_env block for {example}"
     documented_pod, documented = blocks[example]
     pods = kubernetes_pods(as_deployed(load_manifest(example)))
     assert documented_pod in {n for p in pods for n in p.own_names}, \

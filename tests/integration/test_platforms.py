@@ -3,7 +3,7 @@ Volcano job's pod or in a JobSet's pod needs no TFBOOT_CLUSTER. The environment-
 (Slurm, Volcano) and JobSet's downward-API files (through --pod-info-dir) are run here with the
 binary; SageMaker's fixed path and every format detail are covered by tests/unit/platforms_test.cpp.
 
-The examples in examples/README.md ("Platforms that describe the job") are the ones run here: each
+The examples in docs/deploying.md ("Platforms that describe the job") are the ones run here: each
 ```json block after a `<!-- platform: NAME -->` marker must be exactly what tfboot prints."""
 
 import json
@@ -20,7 +20,7 @@ from paths import REPO_DIR
 SRUN_TASK_2 = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1",
                "SLURM_STEP_TASKS_PER_NODE": "2,1(x2)", "SLURM_LOCALID": "0", "SLURMD_NODENAME": "gpu08"}
 
-# Pod mnist-worker-1 of the Volcano job "mnist" in examples/README.md (tasks chief and worker,
+# Pod mnist-worker-1 of the Volcano job "mnist" in docs/deploying.md (tasks chief and worker,
 # plugins env and svc); its hostname is the pod's name.
 VOLCANO_WORKER_1 = {"VC_TASK_INDEX": "1", "VK_TASK_INDEX": "1",
                     "VC_CHIEF_HOSTS": "mnist-chief-0.mnist", "VC_CHIEF_NUM": "1",
@@ -38,7 +38,7 @@ def write_pod_info(directory, labels: dict, annotations: dict):
 
 
 def jobset_pod_info(directory, replicated_job: str, job_index: int):
-    """Pod <replicated_job>-<job_index> of the JobSet "bert" in examples/README.md: chief=1, worker=2."""
+    """Pod <replicated_job>-<job_index> of the JobSet "bert" in docs/deploying.md: chief=1, worker=2."""
     replicas = {"chief": 1, "worker": 2}[replicated_job]
     jobset = {"jobset.sigs.k8s.io/jobset-name": "bert", "jobset.sigs.k8s.io/replicatedjob-name": replicated_job,
               "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas), "jobset.sigs.k8s.io/job-index": str(job_index),
@@ -49,7 +49,7 @@ def jobset_pod_info(directory, replicated_job: str, job_index: int):
 
 
 def readme_examples() -> dict:
-    with open(os.path.join(REPO_DIR, "examples", "README.md")) as f:
+    with open(os.path.join(REPO_DIR, "docs", "deploying.md")) as f:
         text = f.read()
     blocks = re.finditer(r"<!-- platform: (?P<name>\S+) -->\s*```json\n(?P<json>.*?)```", text, re.S)
     return {m["name"]: json.loads(m["json"]) for m in blocks}

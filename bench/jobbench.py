@@ -49,7 +49,7 @@ REPO = os.path.dirname(HERE)
 
 SERVERS = ("dnsmasq", "coredns")
 MODES = ("control", "no-control")   # the control channel (default), --control-port 0
-# With --modes: the control channel and --metrics-port on every task (README: Observing a start),
+# With --modes: the control channel and --metrics-port on every task (docs/observing.md),
 # for the metrics server's cost on the start beside "control" in the same run.
 METRICS_MODE = "metrics"
 METRICS_PORT = "9400"
@@ -248,7 +248,7 @@ class JobBench:
         return result
 
 
-# tfboot's log lines that mark the start barrier's phases (README, Job supervision).
+# tfboot's log lines that mark the start barrier's phases (docs/supervision.md, Job supervision).
 ALL_PRESENT = "tasks present; resolving their names once"
 NAMES_VERIFIED = "every task's name resolves to that task"
 TOLD_START = "the coordinator says start"

@@ -198,7 +198,7 @@ def render(report: dict) -> str:
                     if (server, p, "control") in medians and (server, p, "metrics") in medians]
     if metrics_rows:
         lines.append("")
-        lines.append("The metrics server's cost on the start (README: Observing a start): the same jobs with "
+        lines.append("The metrics server's cost on the start (docs/observing.md): the same jobs with "
                      "`--metrics-port` on every task, alternating with the control channel alone in one run; "
                      "medians of the repetitions.\n")
         lines.append("| P | server | time: without | with --metrics-port | with / without | all present: without | with "

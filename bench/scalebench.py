@@ -11,7 +11,7 @@ routable address and /etc files, the namespace gives them all alike: eth0 (one e
 inside it; the dummy driver is missing in some containers) with 10.77.0.1, and one mount namespace,
 held by a sleeping process, with a generated /etc/hosts in which every task's name
 ``job-worker-<i>`` is that address. Names without a Service suffix are bare, and tfboot answers bare
-names from /etc/hosts itself (README, Peers); resolv.conf names 127.0.0.1, where nothing listens,
+names from /etc/hosts itself (docs/peers-and-dns.md, Peers); resolv.conf names 127.0.0.1, where nothing listens,
 and a counter on UDP port 53 shows that no task sent a DNS query.
 
 The tasks, spawned one by one (setpriv -> nsenter -> sh; spawning 1,024 takes seconds), each wait

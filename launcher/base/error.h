@@ -1,4 +1,4 @@
-// Errors as values: an exit code (README: Exit codes) and a one-line message that names its source.
+// Errors as values: an exit code (docs/supervision.md: Exit codes) and a one-line message that names its source.
 #pragma once
 
 #include <cerrno>

@@ -1,5 +1,5 @@
 // Files tfboot writes and reads: directories remembered for rollback, atomic writes through safe
-// temporaries, bounded reads that never block (README: Running the command).
+// temporaries, bounded reads that never block (docs/supervision.md: Running the command).
 #pragma once
 
 #include <optional>

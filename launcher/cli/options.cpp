@@ -1,4 +1,4 @@
-// Command line and TFBOOT_* environment twins -> Options (README: Command line).
+// Command line and TFBOOT_* environment twins -> Options (docs/command-line.md).
 #include "cli/options.h"
 
 #include <algorithm>
@@ -128,7 +128,7 @@ std::vector<std::string> unknown_twins(const Environment& env) {
   return warnings;
 }
 
-// What tfboot local reads (README: tfboot local); the others are about DNS, pods and the control
+// What tfboot local reads (docs/deploying.md: tfboot local); the others are about DNS, pods and the control
 // channel, which it has none of.
 constexpr std::string_view local_options[] = {"cluster",          "log-root",  "stop-grace",     "log-level",   "log-format",
                                               "evaluator-in-cluster", "framework", "nproc-per-node", "max-restarts"};

@@ -1,4 +1,4 @@
-// Command line and TFBOOT_* environment twins -> Options (README: Command line). Pure.
+// Command line and TFBOOT_* environment twins -> Options (docs/command-line.md). Pure.
 #pragma once
 
 #include <chrono>
@@ -19,10 +19,10 @@ enum class Mode { entrypoint, local, version, help };
 enum class IdentityFrom { automatic, hostname, ptr };
 enum class AddressMode { name, ip };
 enum class EnvCheck { warn, fail, off };
-// Whose environment each process of the command gets (README: PyTorch and JAX).
+// Whose environment each process of the command gets (docs/frameworks.md: PyTorch and JAX).
 enum class Framework { tensorflow, pytorch, jax };
 
-// Made by parse_options, which sets every default from its option table (README: Command line):
+// Made by parse_options, which sets every default from its option table (docs/command-line.md):
 // the defaults are written there once, not here.
 struct Options {
   Mode mode = Mode::entrypoint;
@@ -36,7 +36,7 @@ struct Options {
   std::optional<Setting> service;
   std::optional<Setting> kube_namespace;
   std::optional<Setting> cluster_domain;
-  // The downward-API volume with the pod's labels and annotations (a JobSet's, README: Identity).
+  // The downward-API volume with the pod's labels and annotations (a JobSet's, docs/identity.md).
   Setting pod_info_dir;
   Setting port;
   AddressMode address{};
@@ -68,7 +68,7 @@ struct Options {
   bool stop_together = true;
   std::string log_level;
   LogFormat log_format{};
-  // Init mode: the metrics server's port (README: Observing a start); 0 = none.
+  // Init mode: the metrics server's port (docs/observing.md); 0 = none.
   int metrics_port = 0;
   // Where a failing exit's reason goes; unset: /dev/termination-log when it is writable.
   std::optional<Setting> termination_log;

@@ -35,7 +35,7 @@ struct JobSettings {
   // PyTorch and JAX: the job is done when every task's command succeeded (as torchrun waits for
   // every rank), not when the coordinator's did (TensorFlow's chief).
   bool done_when_every_task_is = false;
-  // After the start, the coordinator's rules for the job (README: Restarts and preemption): the
+  // After the start, the coordinator's rules for the job (docs/supervision.md: Restarts and preemption): the
   // restarts made so far, the most made in place, a stop signal to one task passed to all.
   int restarts = 0;
   int max_restarts = 0;
@@ -58,7 +58,7 @@ struct JobSettings {
   // lag its start a little, and a name asked before it is published gets its NXDOMAIN cached.
   std::chrono::milliseconds record_settle{1000};
   // The coordinator: every task's state at the barrier, when it begins, at each heartbeat and at
-  // its end (README: Observing a start). Not set: nobody asks.
+  // its end (docs/observing.md). Not set: nobody asks.
   std::function<void(const std::vector<StartBarrier::TaskState>& tasks, bool started)> on_barrier_state;
   std::chrono::milliseconds heartbeat_every{2000};
   std::chrono::milliseconds peer_silent_after{10000};

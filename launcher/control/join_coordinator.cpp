@@ -82,7 +82,7 @@ class CoordinatorBarrier {
   }
 
  private:
-  // README: Observing a start (the coordinator's /status and barrier metrics).
+  // docs/observing.md (the coordinator's /status and barrier metrics).
   void report_state(bool started) const {
     if (settings_.on_barrier_state) settings_.on_barrier_state(barrier_.task_states(), started);
   }

@@ -43,7 +43,7 @@ class TaskBarrier {
 
   // A task the coordinator accepted waits a little past its own deadline, so that when both
   // deadlines fall together the coordinator's verdict (naming the missing tasks) reaches it.
-  // Once the coordinator says every task is present it is checking the job's names (README: DNS
+  // Once the coordinator says every task is present it is checking the job's names (docs/supervision.md: DNS
   // behind the barrier): its verdict, bounded by its own deadline, is awaited while it is heard.
   Instant effective_deadline() const {
     if (phase_ == Phase::waiting && all_present_) return Instant::max();

@@ -1,5 +1,5 @@
-// Waiting until every name resolves: retry schedule, query budget, progress, deadline (README:
-// DNS wait).
+// Waiting until every name resolves: retry schedule, query budget, progress, deadline
+// (docs/peers-and-dns.md).
 #include "dns/wait.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Waiting until every name resolves: retry schedule, query budget, progress, deadline (README:
-// DNS wait). Pure apart from the Resolver it drives and the clock it is given.
+// Waiting until every name resolves: retry schedule, query budget, progress, deadline
+// (docs/peers-and-dns.md). Pure apart from the Resolver it drives and the clock it is given.
 #pragma once
 
 #include <chrono>

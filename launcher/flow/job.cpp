@@ -61,7 +61,7 @@ constexpr auto stale_record_window = 60s;
 Result<VerifiedMembers> verify_member_names(const Options& options, const HostFacts& facts,
                                                     const std::vector<PeerAddress>& peers,
                                                     const std::vector<MemberInfo>& members, Instant deadline) {
-  observe::PhaseTimer timer(observe::Phase::name_check);  // README: Observing a start
+  observe::PhaseTimer timer(observe::Phase::name_check);  // docs/observing.md
   if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
   deadline = std::min(deadline, SteadyClock::now() + options.wait);
   auto dns = resolve_peer_names(options, peers, facts, deadline);
@@ -151,7 +151,7 @@ class LinkJobView final : public JobView {
   Instant next_wakeup() const override { return link_.next_wakeup(); }
   std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) override {
     for (const JobEvent& event : link_.process(fds, now)) {
-      count_job_event(event);  // README: Observing a start
+      count_job_event(event);  // docs/observing.md
       switch (event.kind) {
         case JobEventKind::job_done: return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
         case JobEventKind::restart:
@@ -251,7 +251,7 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   if (made) {
     made->started = started;
     made->wants_table = options.address == AddressMode::ip;
-    observe_job(*made);  // README: Observing a start
+    observe_job(*made);  // docs/observing.md
   }
   if (!made) return std::unexpected(made.error());
   const JobSettings& settings = *made;

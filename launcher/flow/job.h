@@ -1,6 +1,6 @@
 // The job step of the flow: joining the job's control channel after the DNS wait (the start
 // barrier and the environment check), and the link the supervisor keeps afterwards
-// (README: Job supervision).
+// (docs/supervision.md: Job supervision).
 #pragma once
 
 #include <memory>
@@ -44,7 +44,7 @@ bool job_supervision_applies(const Options& options, const Plan& plan);
 Result<void> check_control_port_is_free(const Options& options, const Plan& plan);
 
 // The names a task resolves itself before the barrier when the control channel applies: the
-// coordinator's only, none on the coordinator (README: Job supervision). The coordinator
+// coordinator's only, none on the coordinator (docs/supervision.md: Job supervision). The coordinator
 // resolves every name, its own too, once every task is present; a name asked earlier, before
 // its record exists, would have its NXDOMAIN cached by the cluster DNS.
 std::vector<PeerAddress> peers_to_resolve_before_the_barrier(const Plan& plan);

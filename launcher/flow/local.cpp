@@ -115,7 +115,7 @@ Result<void> write_all_task_files(const std::vector<LocalTask>& tasks, const std
   return {};
 }
 
-// The job's rules, as job supervision applies them across pods (README: tfboot local).
+// The job's rules, as job supervision applies them across pods (docs/deploying.md: tfboot local).
 struct LocalJob {
   ChildSet& children;
   const std::vector<LocalProcess>& processes;
@@ -163,7 +163,7 @@ struct LocalJob {
   }
   void on_signal(int signal_number) {
     // Ctrl-C and SIGTERM stop the job; every other signal, SIGHUP included, is the tasks' own
-    // (README: tfboot local), as an init passes them on.
+    // (docs/deploying.md: tfboot local), as an init passes them on.
     if (signal_number != SIGTERM && signal_number != SIGINT) {
       children.signal_running(signal_number);
       return;

@@ -1,4 +1,4 @@
-// `tfboot local`: every task of --cluster as a process on this machine (README: tfboot local).
+// `tfboot local`: every task of --cluster as a process on this machine (docs/deploying.md: tfboot local).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// The coordinator's check of the job's DNS names once every task is present (README: Job
+// The coordinator's check of the job's DNS names once every task is present (docs/supervision.md: Job
 // supervision, "DNS behind the barrier"): each task's name must resolve to an address that task
 // reported in its hello. Pure.
 #pragma once

@@ -1,4 +1,4 @@
-// The flow's hook-ins to observe/ (README: Observing a start): the metrics server of the
+// The flow's hook-ins to observe/ (docs/observing.md): the metrics server of the
 // supervising tfboot, the job's state as the record keeps it, and the termination message.
 #pragma once
 

@@ -172,7 +172,7 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
     watch.emplace(**resolver, peers[*watched], "the coordinator's name");
   }
   policy.on_failure = [&watch, watched](std::size_t i, const NameStatus& status) {
-    observe::count_failed_lookup(status.last_reason);  // README: Observing a start
+    observe::count_failed_lookup(status.last_reason);  // docs/observing.md
     if (watch && i == *watched) watch->on_failure(status);
   };
   policy.deadline = std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now()));

@@ -1,5 +1,5 @@
 // The DNS steps of the flow: the PTR of the own address, and waiting until every peer resolves
-// (README: Identity, DNS wait). Effectful: it talks to the DNS server through the c-ares Resolver.
+// (docs/identity.md, DNS wait). Effectful: it talks to the DNS server through the c-ares Resolver.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // The processes of one task's command: one for TensorFlow, --nproc-per-node for PyTorch and JAX,
-// each with its task's variables and its framework's (README: PyTorch and JAX). Shared by
+// each with its task's variables and its framework's (docs/frameworks.md: PyTorch and JAX). Shared by
 // entrypoint mode and `tfboot local`.
 #pragma once
 

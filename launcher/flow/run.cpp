@@ -287,7 +287,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   announce(*plan);
   auto nodes = plan_framework(*plan, facts, env);
   if (!nodes) return std::unexpected(nodes.error());
-  observe::PhaseClock phases(started);  // README: Observing a start
+  observe::PhaseClock phases(started);  // docs/observing.md
   const auto metrics_server = serve_metrics_if_asked(options, *plan, runs_as_init(options, *nodes), started_at);
   phases.ended(observe::Phase::plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
@@ -296,7 +296,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
   if (options.print) return print_tf_config(*tf_config);
-  // Once, or again after each restart in place (README: Restarts and preemption): a task's pod
+  // Once, or again after each restart in place (docs/supervision.md: Restarts and preemption): a task's pod
   // may come back as a new instance with a new address, which the barrier's name check sees.
   for (int restarts = 0;;) {
     const double attempt_started_at = restarts == 0 ? started_at : unix_seconds();

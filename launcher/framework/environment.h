@@ -1,5 +1,5 @@
 // The variables each process of the command gets for its framework: torchrun's for PyTorch,
-// Kubeflow's JAX convention for JAX (README: PyTorch and JAX). Pure.
+// Kubeflow's JAX convention for JAX (docs/frameworks.md: PyTorch and JAX). Pure.
 #pragma once
 
 #include <string>

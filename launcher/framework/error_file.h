@@ -1,5 +1,5 @@
 // A failed rank's own account: the error file torch's @record writes (TORCHELASTIC_ERROR_FILE),
-// read once the rank has ended (README: PyTorch and JAX).
+// read once the rank has ended (docs/frameworks.md: PyTorch and JAX).
 #pragma once
 
 #include <optional>

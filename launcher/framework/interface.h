@@ -1,5 +1,5 @@
 // The network interface the job's collectives should use: the one whose route reaches the
-// coordinator, so a pod with two networks picks the right one (README: PyTorch and JAX).
+// coordinator, so a pod with two networks picks the right one (docs/frameworks.md: PyTorch and JAX).
 #pragma once
 
 #include <optional>

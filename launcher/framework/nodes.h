@@ -1,5 +1,5 @@
 // The job as PyTorch and JAX see it: the tasks are its nodes in cluster order, each runs
-// --nproc-per-node processes, the coordinator is the master (README: PyTorch and JAX). Pure.
+// --nproc-per-node processes, the coordinator is the master (docs/frameworks.md: PyTorch and JAX). Pure.
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-// What the metrics server answers (README: Observing a start): /metrics, /healthz, /readyz and,
+// What the metrics server answers (docs/observing.md): /metrics, /healthz, /readyz and,
 // on the coordinator, /status, all read from the process's start record.
 #pragma once
 

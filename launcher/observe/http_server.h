@@ -1,4 +1,4 @@
-// A small HTTP/1.1 server for /metrics, /healthz, /readyz and /status (README: Observing a
+// A small HTTP/1.1 server for /metrics, /healthz, /readyz and /status (docs/observing.md: Observing a
 // start): GET and HEAD only, one request per connection, bounded like the control port (request
 // size, connections, time), on a thread of its own so that it never holds up the start or the
 // supervision, and they never hold it up.

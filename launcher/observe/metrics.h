@@ -1,5 +1,5 @@
-// What this task's start has shown so far, as Prometheus, /readyz and /status read it (README:
-// Observing a start): the record, its renderings (pure), and the process's one record, written by
+// What this task's start has shown so far, as Prometheus, /readyz and /status read it
+// (docs/observing.md): the record, its renderings (pure), and the process's one record, written by
 // the flow and read by the metrics server's thread.
 #pragma once
 
@@ -28,7 +28,7 @@ enum class Phase {
 inline constexpr std::size_t phase_count = 5;
 std::string_view phase_name(Phase phase);
 
-// The job's decisions as this task hears them (README: Job supervision, Restarts and preemption).
+// The job's decisions as this task hears them (docs/supervision.md: Job supervision, Restarts and preemption).
 enum class StopEvent { job_done, peer_failed, coordinator_lost, restart, preempted };
 inline constexpr std::size_t stop_event_count = 5;
 std::string_view stop_event_name(StopEvent event);

@@ -1,4 +1,4 @@
-// The container's termination message (README: Observing a start): the one-line reason for a
+// The container's termination message (docs/observing.md): the one-line reason for a
 // non-zero exit, where Kubernetes reads it for `kubectl describe pod` and the job controllers.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Task types, cluster and port specs, peer templates and peer names (README: Peers).
+// Task types, cluster and port specs, peer templates and peer names (docs/peers-and-dns.md).
 #include "plan/cluster.h"
 
 #include <charconv>

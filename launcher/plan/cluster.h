@@ -1,4 +1,4 @@
-// Task types, cluster and port specs, peer templates and peer names (README: Peers). Pure.
+// Task types, cluster and port specs, peer templates and peer names (docs/peers-and-dns.md). Pure.
 #pragma once
 
 #include <array>

@@ -14,7 +14,7 @@
 
 namespace tfboot {
 
-// Where SageMaker and Volcano write their description of the job (README: Identity).
+// Where SageMaker and Volcano write their description of the job (docs/identity.md).
 inline constexpr const char* sagemaker_resource_config_path = "/opt/ml/input/config/resourceconfig.json";
 inline constexpr const char* volcano_config_dir = "/etc/volcano";
 

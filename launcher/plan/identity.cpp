@@ -1,4 +1,4 @@
-// Who am I: the first identity source that answers wins (README: Identity).
+// Who am I: the first identity source that answers wins (docs/identity.md).
 #include "plan/identity.h"
 
 namespace tfboot {
@@ -90,7 +90,7 @@ Answer from_ptr_name(const IdentityInputs& in) {
                                source);
 }
 
-// README: Identity, in its order; the first that answers wins.
+// docs/identity.md, in its order; the first that answers wins.
 constexpr Answer (*identity_sources[])(const IdentityInputs&) = {from_flags, from_operator_config, from_index_variable,
                                                                  from_hostname, from_ptr_name};
 

@@ -1,4 +1,4 @@
-// Who am I: the first identity source that answers wins (README: Identity). Pure.
+// Who am I: the first identity source that answers wins (docs/identity.md). Pure.
 #pragma once
 
 #include <optional>
@@ -33,7 +33,7 @@ struct IdentityInputs {
   const std::optional<Setting>& ptr_name;  // own PTR name, for --identity-from ptr
 };
 
-// The sources of README: Identity, in its order, one function each (identity.cpp); the first
+// The sources of docs/identity.md, in its order, one function each (identity.cpp); the first
 // that answers wins. Identity only; whether the index fits is check_identity_in_cluster's.
 Result<Identity> resolve_identity(const IdentityInputs& inputs);
 
@@ -41,7 +41,7 @@ Result<Identity> resolve_identity(const IdentityInputs& inputs);
 // chief 0 and ordinal k worker k-1; otherwise `type` and the ordinal as they are.
 Identity identity_from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal_0, std::string source);
 
-// The identity a platform gives (README: Identity), unless --task-index says otherwise (then the
+// The identity a platform gives (docs/identity.md), unless --task-index says otherwise (then the
 // type is --task-type's, else the platform's). A --task-type that contradicts the platform is an error.
 Result<Identity> identity_with_platform(const Options& options, const PlanInputs& parsed, const Identity& from_platform);
 

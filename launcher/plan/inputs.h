@@ -1,5 +1,5 @@
 // The options' values that identity, peers and platforms read, parsed once into typed values
-// (README: Command line, Identity). Later steps take these instead of parsing the text again.
+// (docs/command-line.md, Identity). Later steps take these instead of parsing the text again.
 #pragma once
 
 #include <optional>

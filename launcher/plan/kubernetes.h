@@ -1,4 +1,4 @@
-// What the pod's own files say about its Service, namespace and cluster domain (README: Peers). Pure.
+// What the pod's own files say about its Service, namespace and cluster domain (docs/peers-and-dns.md). Pure.
 #pragma once
 
 #include <optional>

@@ -1,4 +1,4 @@
-// Build, parse and validate TF_CONFIG the way TensorFlow reads it (README: TF_CONFIG). Pure.
+// Build, parse and validate TF_CONFIG the way TensorFlow reads it (docs/frameworks.md: TF_CONFIG). Pure.
 #pragma once
 
 #include <array>

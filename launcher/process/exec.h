@@ -1,5 +1,5 @@
 // Starting the command: the one place that calls exec, for plain exec mode and for a ChildSet's
-// forked child alike, with a shell's 127/126 when it cannot (README: Running the command).
+// forked child alike, with a shell's 127/126 when it cannot (docs/supervision.md: Running the command).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // Init mode: supervising the command in the manner of tini and dumb-init, and following the job's
-// decisions (README: Running the command, Job supervision).
+// decisions (docs/supervision.md: Running the command, Job supervision).
 #pragma once
 
 #include <poll.h>
@@ -28,7 +28,7 @@ struct JobOutcome {
   JobAction action = JobAction::end;
 };
 
-// The supervisor's view of the job's control channel (README: Job supervision).
+// The supervisor's view of the job's control channel (docs/supervision.md: Job supervision).
 class JobView {
  public:
   virtual ~JobView() = default;
@@ -97,7 +97,7 @@ void end_stray_processes(std::chrono::milliseconds grace);
 
 // Init mode: starts each process of the command in a process group of its own in `children`,
 // forwards every signal but tfboot's own to them, reaps every child, follows the job's decisions,
-// and returns how the task ended, with the exit code tfboot ends with (README: Running the
+// and returns how the task ended, with the exit code tfboot ends with (docs/supervision.md: Running the
 // command, Job supervision).
 // The processes are one task: the first to fail fails it and the others are stopped; it succeeds
 // when all of them do.

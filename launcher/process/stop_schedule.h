@@ -1,5 +1,5 @@
 // When a command that should end gets SIGTERM and then SIGKILL: the one schedule that init mode
-// and `tfboot local` share (README: Running the command, tfboot local).
+// and `tfboot local` share (docs/supervision.md: Running the command, tfboot local).
 #pragma once
 
 #include <algorithm>

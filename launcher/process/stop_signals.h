@@ -1,5 +1,5 @@
 // SIGTERM and SIGINT before the command runs: they end tfboot at once, or wait while files are
-// written (README: Running the command).
+// written (docs/supervision.md: Running the command).
 #pragma once
 
 #include "base/error.h"

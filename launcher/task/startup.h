@@ -1,5 +1,5 @@
 // The contents of startup.json: what tfboot found out before running the command, how the task
-// ended (init mode), and what an earlier start in the same log dir left (README: Running the
+// ended (init mode), and what an earlier start in the same log dir left (docs/supervision.md: Running the
 // command). Pure.
 #pragma once
 

@@ -1,5 +1,5 @@
 """PyTorch and JAX without the frameworks: what each process of a node gets, how several processes
-of one task are supervised, and the usage errors, with plain shell as the command (README: PyTorch
+of one task are supervised, and the usage errors, with plain shell as the command (docs/frameworks.md: PyTorch
 and JAX). The PyTorch and JAX tier (tests/torch) runs real torch and jax, with torchrun beside.
 """
 

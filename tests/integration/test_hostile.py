@@ -21,7 +21,7 @@ from init_support import PATH, PYTHON, Supervised, entrypoint_args, kill_quietly
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
 NOT_UTF8 = b"caf\xe9"
-REPLACED = "caf\ufffd"  # README: bytes that are not UTF-8 are replaced by U+FFFD in JSON
+REPLACED = "caf\ufffd"  # docs/supervision.md: bytes that are not UTF-8 are replaced by U+FFFD in JSON
 
 
 def run(argv, *, cwd, env=None, timeout=30, preexec_fn=None, stdin=subprocess.DEVNULL):
@@ -145,7 +145,7 @@ def write_damaged(path, name):
 
 @pytest.mark.parametrize("name", list(DAMAGED_STARTUP))
 def test_damaged_startup_json_is_set_aside_with_a_warning(tfboot, tmp_path, name):
-    # README: read only as a regular file of at most 1 MiB, nested at most 16 levels, with the
+    # docs/supervision.md: read only as a regular file of at most 1 MiB, nested at most 16 levels, with the
     # types tfboot writes; anything else is renamed to startup.json.damaged.<unix time> with a
     # warning (log and new file), and the count starts afresh.
     log_dir = tmp_path / "logs" / "worker_0"
@@ -391,7 +391,7 @@ def test_local_task_writing_a_progress_bar_without_newlines_keeps_memory_small(t
                 proc.wait()
     assert peak <= limit, f"tfboot local reached {peak >> 20} MB for a {size >> 20} MB stream"
     assert proc.returncode == 0, (tmp_path / "err").read_text()[-2000:]
-    # README: a line ends at \\n or, as progress bars write, at \\r.
+    # docs/deploying.md (tfboot local): a line ends at \\n or, as progress bars write, at \\r.
     shown = out_path.read_bytes()
     assert len(shown) == size // 10 * 21 and shown.count(b"[worker:0] 123456789\r") == size // 10
 

@@ -98,7 +98,7 @@ def test_signal_reaches_the_commands_child_while_the_command_ignores_it(tfboot, 
 
 
 # ---- signal configuration (tini's sigconf test): whatever the parent ignored or blocked, the
-# ---- command starts clean. tini keeps the parent's configuration; README promises an empty
+# ---- command starts clean. tini keeps the parent's configuration; docs/supervision.md promises an empty
 # ---- mask and default dispositions, so that is what is checked here.
 
 def parent_ignores_and_blocks_like_sigconf():

@@ -1,4 +1,4 @@
-"""scripts/check-layers (README: Where the code lives): the real tree passes; an include that runs
+"""scripts/check-layers (docs/building-and-testing.md, "Where the code lives"): the real tree passes; an include that runs
 up a layer, sideways, around the table or with the wrong spelling fails, naming file and line."""
 
 import shutil

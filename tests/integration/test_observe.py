@@ -1,4 +1,4 @@
-"""Observing a start (README): the termination message, the metrics server's pages, and a real
+"""Observing a start (docs/observing.md): the termination message, the metrics server's pages, and a real
 Prometheus scraping a supervised job of namespace pods.
 
 The tests without `root` run one task on this machine (--control-port 0, loopback only); the

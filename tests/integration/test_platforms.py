@@ -1,4 +1,4 @@
-"""Platforms that describe the job (README: Identity, "Platforms"): tfboot started by srun, in a
+"""Platforms that describe the job (docs/identity.md, "Platforms"): tfboot started by srun, in a
 Volcano job's pod or in a JobSet's pod needs no TFBOOT_CLUSTER. The environment-based sources
 (Slurm, Volcano) and JobSet's downward-API files (through --pod-info-dir) are run here with the
 binary; SageMaker's fixed path and every format detail are covered by tests/unit/platforms_test.cpp.

@@ -1,4 +1,4 @@
-"""A job of 2,000 tasks starts (README: Job supervision; launcher/control/protocol/messages.h).
+"""A job of 2,000 tasks starts (docs/supervision.md: Job supervision; launcher/control/protocol/messages.h).
 
 One real tfboot coordinator, worker:0 of `--cluster worker=2000`, supervised (`--init`); 1,998
 fake tasks, worker:1..1998, in this process (asyncio), speaking the control channel's protocol on
@@ -13,7 +13,7 @@ nothing for 10 s, drop the connection as a real task does and are refused when t
 ("job already started").
 
 Names: `--peer-template scale-{index}` and `--wait 0` on both real tfboots, so the coordinator
-resolves no name at all (README: "A coordinator running with `--wait 0` resolves nothing") and the
+resolves no name at all (docs/supervision.md: "A coordinator running with `--wait 0` resolves nothing") and the
 real task waits for none. The one name a task must still resolve, the coordinator's (worker:1999
 asks it before each connection), is answered by a tiny DNS responder on loopback given with
 `--dns-server`. That needs no root, no namespace and no private /etc/hosts (which would need a
@@ -49,7 +49,7 @@ FAKES = list(range(1, TASKS - 1))  # worker:1 .. worker:1998
 REAL_TASK = TASKS - 1              # worker:1999, the last to join
 TEMPLATE = "scale-{index}"
 
-# README: heartbeats every 2 s; a peer silent for 10 s is dropped (both ways).
+# docs/supervision.md: heartbeats every 2 s; a peer silent for 10 s is dropped (both ways).
 HEARTBEAT = 2.0
 SILENT_AFTER = 10.0
 # The last fake must hear the start this soon after the last hello was accepted. The start is

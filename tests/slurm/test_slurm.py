@@ -1,5 +1,5 @@
 """tfboot under a real Slurm: `srun` starts it on two slurmd nodes, and everything tfboot knows of
-the job comes from the variables Slurm sets (README: Identity, "Platforms", Slurm)."""
+the job comes from the variables Slurm sets (docs/identity.md, "Platforms", Slurm)."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-// Cluster and port specs, hostname parts, peer templates and peer names (README: Peers).
+// Cluster and port specs, hostname parts, peer templates and peer names (docs/peers-and-dns.md).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -216,7 +216,7 @@ TEST_CASE("cluster::split_hostname") {
 }
 
 TEST_CASE("cluster::derive_peer_template") {
-  SUBCASE("type and ordinal are replaced (README: Peers examples)") {
+  SUBCASE("type and ordinal are replaced (docs/peers-and-dns.md: Peers examples)") {
     auto worker = derived("mnist-worker-3");
     CHECK(worker.text == "mnist-{type}-{index}");
     CHECK(worker.prefix == "mnist");

@@ -1,4 +1,4 @@
-// PyTorch and JAX (README: PyTorch and JAX): --nproc-per-node, the nodes of a cluster, each
+// PyTorch and JAX (docs/frameworks.md: PyTorch and JAX): --nproc-per-node, the nodes of a cluster, each
 // process's variables beside torchrun's, the collectives' interface settings, torch's error file.
 #include <doctest/doctest.h>
 

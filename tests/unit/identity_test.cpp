@@ -1,4 +1,4 @@
-// Who am I (README: Identity): hostnames and environments -> type, index and the source named in the log.
+// Who am I (docs/identity.md): hostnames and environments -> type, index and the source named in the log.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -256,7 +256,7 @@ TEST_CASE("identity::resolve_identity usage errors name their source") {
   });
 }
 
-// README: --task-type defaults "from identity sources". When only the index is given
+// docs/command-line.md: --task-type defaults "from identity sources". When only the index is given
 // explicitly, the type must still come from the hostname, as it does for an index from the
 // environment (JOB_COMPLETION_INDEX) and for TF_CONFIG.
 TEST_CASE("identity::resolve_identity --task-index alone keeps the hostname's type") {
@@ -275,7 +275,7 @@ TEST_CASE("identity::identity_from_ordinal") {
   CHECK(text(identity_from_ordinal(TaskType::ps, 0, true, "s")) == "ps:0 from s");
 }
 
-// README: Identity. A platform answers after the flags; --task-index still wins.
+// docs/identity.md. A platform answers after the flags; --task-index still wins.
 TEST_CASE("identity::identity_with_platform") {
   const Identity slurm{TaskType::worker, 2, "Slurm (SLURM_PROCID)"};
   auto with_flags = [&](std::vector<std::string> args, const Environment& env = {}) {

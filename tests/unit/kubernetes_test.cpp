@@ -1,4 +1,4 @@
-// What a pod's /etc/resolv.conf and /etc/hosts say about its Service, namespace and domain (README: Peers).
+// What a pod's /etc/resolv.conf and /etc/hosts say about its Service, namespace and domain (docs/peers-and-dns.md).
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,4 +1,4 @@
-// What a start shows from outside (README: Observing a start): the exposition text, /status,
+// What a start shows from outside (docs/observing.md): the exposition text, /status,
 // readiness, the HTTP request parser and the termination message.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// Command line and TFBOOT_* twins -> Options (README: Command line): every flag, every twin, every usage error.
+// Command line and TFBOOT_* twins -> Options (docs/command-line.md): every flag, every twin, every usage error.
 #include <doctest/doctest.h>
 
 #include <functional>

@@ -1,4 +1,4 @@
-// Platforms that describe the job (README: Identity, "Platforms"): Slurm's srun environment,
+// Platforms that describe the job (docs/identity.md, "Platforms"): Slurm's srun environment,
 // SageMaker's resourceconfig.json, Volcano's svc and env plugins, JobSet's pod labels, each in the
 // form the platform documents, the order in which they are asked, and how their files are read.
 #include <doctest/doctest.h>

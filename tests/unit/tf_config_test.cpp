@@ -1,4 +1,4 @@
-// TF_CONFIG: exact JSON out, and the checks TensorFlow would make on what comes in (README: TF_CONFIG).
+// TF_CONFIG: exact JSON out, and the checks TensorFlow would make on what comes in (docs/frameworks.md: TF_CONFIG).
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>

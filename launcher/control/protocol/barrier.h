@@ -67,7 +67,7 @@ class StartBarrier {
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;
   // Every task in cluster order: present or not, its host as its hello said, its last error
-  // (README: Observing a start, the coordinator's /status).
+  // (docs/observing.md, the coordinator's /status).
   struct TaskState {
     JobMember task;
     bool present = false;

@@ -1,6 +1,6 @@
 // JobSet: the labels and annotations the JobSet controller puts on every pod, read from a
 // downward-API volume (--pod-info-dir); the peers' names follow the controller's naming
-// (README: Identity, "Platforms").
+// (docs/identity.md, "Platforms").
 #include "plan/kubernetes.h"
 #include "plan/platforms/downward_api.h"
 #include "plan/platforms/platforms.h"

@@ -1,7 +1,7 @@
 // Kubeflow: a TrainJob's torch and JAX runtimes, and a PyTorchJob, describe the job in variables
 // (PET_* as torchrun reads them; JAX_*; an older PyTorchJob's MASTER_ADDR, MASTER_PORT,
 // WORLD_SIZE and RANK with --framework pytorch). The nodes' names follow node 0's, the master
-// (README: PyTorch and JAX, "Kubeflow").
+// (docs/frameworks.md: PyTorch and JAX, "Kubeflow").
 #include <array>
 #include <charconv>
 

@@ -6,7 +6,7 @@
 namespace tfboot {
 
 Result<std::optional<PlatformJob>> describe_job_by_platform(const PlatformInputs& in) {
-  // README: Identity, "Platforms" says why this order: what describes this very pod first, what a
+  // docs/identity.md, "Platforms" says why this order: what describes this very pod first, what a
   // process may have inherited later, a file that may be a leftover in an image last.
   for (auto* read : {job_from_kubeflow, job_from_jobset, job_from_volcano, job_from_slurm, job_from_sagemaker}) {
     auto job = read(in);

@@ -1,6 +1,6 @@
 // Schedulers that already describe the job: Slurm, SageMaker, Volcano and JobSet give this task's
 // identity and every task's address when neither --cluster nor an operator's TF_CONFIG does
-// (README: Identity, "Platforms"). Pure: files come read in HostFacts.
+// (docs/identity.md, "Platforms"). Pure: files come read in HostFacts.
 #pragma once
 
 #include <array>
@@ -40,7 +40,7 @@ struct PlatformInputs {
   const Hostname& hostname;
 };
 
-// The first platform whose signs are present, in README's order: Kubeflow, JobSet, Volcano, Slurm,
+// The first platform whose signs are present, in docs/identity.md's order: Kubeflow, JobSet, Volcano, Slurm,
 // SageMaker; nullopt when there is none. Partial or malformed data is a usage error naming the
 // variable or file.
 Result<std::optional<PlatformJob>> describe_job_by_platform(const PlatformInputs& in);

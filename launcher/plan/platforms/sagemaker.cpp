@@ -1,5 +1,5 @@
 // SageMaker (bring your own container): the hosts of the training job and this container's name,
-// from the resource config SageMaker writes (README: Identity, "Platforms").
+// from the resource config SageMaker writes (docs/identity.md, "Platforms").
 #include <algorithm>
 #include <set>
 

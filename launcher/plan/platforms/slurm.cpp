@@ -1,5 +1,5 @@
 // Slurm: the task's rank, the step's nodes and how many tasks each node runs, all from srun's
-// environment (README: Identity, "Platforms").
+// environment (docs/identity.md, "Platforms").
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -42,7 +42,7 @@ Result<SlurmLayout> slurm_layout(const Environment& env, int rank) {
   return SlurmLayout{found[0], found[1], found[2]};
 }
 
-// How srun spread the step's tasks over its nodes (srun --distribution, README: "Platforms"). srun
+// How srun spread the step's tasks over its nodes (srun --distribution, docs/identity.md, "Platforms"). srun
 // sets SLURM_DISTRIBUTION only when one was asked for; its default places tasks as block does.
 enum class Distribution { block, cyclic };
 

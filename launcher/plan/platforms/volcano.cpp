@@ -1,5 +1,5 @@
 // Volcano: the env plugin's VC_TASK_INDEX and the svc plugin's host lists, in the environment
-// (VC_<TASK>_HOSTS, VC_<TASK>_NUM) and in /etc/volcano/<task>.host (README: Identity, "Platforms").
+// (VC_<TASK>_HOSTS, VC_<TASK>_NUM) and in /etc/volcano/<task>.host (docs/identity.md, "Platforms").
 #include <algorithm>
 #include <cctype>
 #include <set>

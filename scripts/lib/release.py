@@ -116,6 +116,16 @@ def _readme() -> bytes:
         return f.read()
 
 
+def _documentation() -> dict[str, bytes]:
+    """README.md and the docs/ pages it links to, by their paths in the checkout."""
+    pages = {"README.md": _readme()}
+    for name in sorted(os.listdir(os.path.join(REPO_DIR, "docs"))):
+        if name.endswith(".md"):
+            with open(os.path.join(REPO_DIR, "docs", name), "rb") as f:
+                pages[f"docs/{name}"] = f.read()
+    return pages
+
+
 def make_wheel(binary: Binary, out_dir: str, epoch: int) -> str:
     """tfboot-<version>-py3-none-manylinux_2_17_<arch>.whl: the binary itself as the wheel's
     script, so that pip puts it on PATH as it is and it stays PID 1 (no Python wrapper runs)."""
@@ -139,12 +149,14 @@ def make_wheel(binary: Binary, out_dir: str, epoch: int) -> str:
 
 
 def make_deb(binary: Binary, out_dir: str, epoch: int) -> str:
-    """tfboot_<version>_<arch>.deb by dpkg-deb: /usr/bin/tfboot and README as its documentation."""
+    """tfboot_<version>_<arch>.deb by dpkg-deb: /usr/bin/tfboot, and README and docs/ as its
+    documentation."""
     path = os.path.join(out_dir, f"tfboot_{binary.version}_{binary.deb_arch}.deb")
     with tempfile.TemporaryDirectory(prefix="tfboot-deb.") as stage:
         _stage_file(f"{stage}/usr/bin/tfboot", source=binary.path, mode=0o755)
         # Debian compresses documentation; -n's equivalent (mtime 0, no name) keeps it reproducible.
-        _stage_file(f"{stage}/usr/share/doc/tfboot/README.md.gz", gzip.compress(_readme(), 9, mtime=0))
+        for page, text in _documentation().items():
+            _stage_file(f"{stage}/usr/share/doc/tfboot/{page}.gz", gzip.compress(text, 9, mtime=0))
         installed_kib = sum(-(-os.path.getsize(os.path.join(d, f)) // 1024)
                             for d, _, files in os.walk(stage) for f in files)
         control = (f"Package: tfboot\nVersion: {binary.version}\nArchitecture: {binary.deb_arch}\n"

@@ -181,9 +181,12 @@ def test_deb_installs_with_dpkg_in_a_debootstrapped_root(release, debian_image, 
         ran = chroot("tfboot", "--version")
         assert (ran.returncode, ran.stdout) == (0, version_line)
         files = chroot("dpkg", "--listfiles", "tfboot").stdout.split()
-        assert "/usr/bin/tfboot" in files and "/usr/share/doc/tfboot/README.md.gz" in files, files
-        with gzip.open(os.path.join(rootfs, "usr/share/doc/tfboot/README.md.gz")) as f:
-            assert f.read() == _read(os.path.join(REPO_DIR, "README.md"))
+        pages = ["README.md", *(f"docs/{name}" for name in os.listdir(os.path.join(REPO_DIR, "docs")))]
+        assert "/usr/bin/tfboot" in files and len(pages) > 5, files
+        for page in pages:   # README and the docs/ pages its links lead to, as Debian compresses them
+            assert f"/usr/share/doc/tfboot/{page}.gz" in files, (page, files)
+            with gzip.open(os.path.join(rootfs, f"usr/share/doc/tfboot/{page}.gz")) as f:
+                assert f.read() == _read(os.path.join(REPO_DIR, page)), page
         assert chroot("dpkg", "--remove", "tfboot").returncode == 0
         assert not os.path.exists(os.path.join(rootfs, "usr/bin/tfboot"))
 

@@ -24,6 +24,8 @@ class UniqueFd {
   ~UniqueFd() { reset(); }
 
   int get() const { return fd_; }
+  // Hands the descriptor to another owner, which then closes it.
+  int release() { return std::exchange(fd_, -1); }
   explicit operator bool() const { return fd_ >= 0; }
   // On Linux the descriptor is gone even when close() reports an error: nothing to retry.
   void reset(int fd = -1) {

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/listener.h"
 #include "base/log.h"
 #include "plan/cluster.h"
 
@@ -52,33 +53,6 @@ std::string address_text(const sockaddr_storage& address) {
 int unacknowledged(int fd) {
   int bytes = 0;
   return ::ioctl(fd, SIOCOUTQ, &bytes) == 0 ? bytes : 0;
-}
-
-Result<Socket> listen_on(int family, int port) {
-  Socket socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!socket) return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": socket", errno);
-  int on = 1;
-  int off = 0;
-  // A restarted coordinator must get its port back while old connections sit in TIME_WAIT.
-  if (::setsockopt(socket.fd(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-      (family == AF_INET6 && ::setsockopt(socket.fd(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)) {
-    return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": setsockopt", errno);
-  }
-  sockaddr_storage address{};
-  socklen_t size = 0;
-  if (family == AF_INET6) {
-    auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
-    v6 = sockaddr_in6{.sin6_family = AF_INET6, .sin6_port = htons(static_cast<std::uint16_t>(port)), .sin6_addr = in6addr_any};
-    size = sizeof v6;
-  } else {
-    auto& v4 = reinterpret_cast<sockaddr_in&>(address);
-    v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
-    size = sizeof v4;
-  }
-  if (::bind(socket.fd(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.fd(), listen_backlog) != 0) {
-    return errno_error(exit_code::resources, "--control-port " + std::to_string(port) + ": cannot listen", errno);
-  }
-  return socket;
 }
 
 }  // namespace
@@ -216,10 +190,9 @@ void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
 
 // Dual-stack where the host has IPv6, so that tasks reach us over either family; IPv4 otherwise.
 Result<Socket> open_listener(int port) {
-  auto socket = listen_on(AF_INET6, port);
-  if (socket) return socket;
-  if (auto v4 = listen_on(AF_INET, port)) return v4;
-  return socket;  // the first error says more than the fallback's
+  auto listener = listen_on_every_address(port, listen_backlog, "--control-port " + std::to_string(port));
+  if (!listener) return std::unexpected(listener.error());
+  return Socket(listener->release());
 }
 
 std::optional<std::pair<Socket, std::string>> accept_one(int listener) {

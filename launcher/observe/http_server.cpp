@@ -1,8 +1,6 @@
 // The metrics server: request parsing and answers (pure), and the thread that serves them.
 #include "observe/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -16,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
+#include "base/listener.h"
 
 namespace tfboot {
 namespace {
@@ -34,33 +33,6 @@ std::string_view reason_phrase(int status) {
 }
 
 constexpr int listen_backlog = 64;
-
-Result<UniqueFd> listen_on(int family, int port) {
-  UniqueFd socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const std::string what = "--metrics-port " + std::to_string(port);
-  if (!socket) return errno_error(exit_code::resources, what + ": socket", errno);
-  int on = 1;
-  int off = 0;
-  if (::setsockopt(socket.get(), SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
-      (family == AF_INET6 && ::setsockopt(socket.get(), IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) != 0)) {
-    return errno_error(exit_code::resources, what + ": setsockopt", errno);
-  }
-  sockaddr_storage address{};
-  socklen_t size = 0;
-  if (family == AF_INET6) {
-    auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
-    v6 = sockaddr_in6{.sin6_family = AF_INET6, .sin6_port = htons(static_cast<std::uint16_t>(port)), .sin6_addr = in6addr_any};
-    size = sizeof v6;
-  } else {
-    auto& v4 = reinterpret_cast<sockaddr_in&>(address);
-    v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
-    size = sizeof v4;
-  }
-  if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.get(), listen_backlog) != 0) {
-    return errno_error(exit_code::resources, what + ": cannot listen", errno);
-  }
-  return socket;
-}
 
 // One client: its request read up to the blank line, then the answer written, then closed.
 struct Connection {
@@ -102,12 +74,8 @@ std::string render_response(const HttpResponse& response, bool head) {
 }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(int port, HttpHandler handler, HttpLimits limits) {
-  auto listener = listen_on(AF_INET6, port);
-  if (!listener) {
-    auto v4 = listen_on(AF_INET, port);
-    if (!v4) return std::unexpected(listener.error());
-    listener = std::move(v4);
-  }
+  auto listener = listen_on_every_address(port, listen_backlog, "--metrics-port " + std::to_string(port));
+  if (!listener) return std::unexpected(listener.error());
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) return errno_error(exit_code::resources, "metrics server: eventfd", errno);
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(*listener), std::move(wake), std::move(handler), limits));

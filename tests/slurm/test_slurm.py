@@ -11,7 +11,8 @@ from paths import REPO_DIR
 
 pytestmark = pytest.mark.root
 
-TRAIN = os.path.join(REPO_DIR, "examples", "train.py")
+# examples/train.py, run by the TensorFlow tier's wrapper that ends it with a TFBOOT_RESULT line.
+TRAIN = [os.path.join(REPO_DIR, "tests", "tensorflow", "run_example.py"), os.path.join(REPO_DIR, "examples", "train.py")]
 STOPPED_BY_JOB = 200
 
 
@@ -170,7 +171,7 @@ def test_failing_task_stops_the_others_with_200(slurm, tfboot, tmp_path):
 def test_multi_worker_mirrored_strategy_across_two_nodes(slurm, tfboot, tensorflow_venv, tmp_path):
     env = {"PATH": f"{tensorflow_venv}/bin:/usr/local/bin:/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2",
            "HOME": "/root", "PYTHONUNBUFFERED": "1", "TFBOOT_LOG_ROOT": str(tmp_path)}
-    result = slurm.srun(["-N2", "-n2", "--label", tfboot, "--", "python", TRAIN], env=env, cwd=str(tmp_path),
+    result = slurm.srun(["-N2", "-n2", "--label", tfboot, "--", "python", *TRAIN], env=env, cwd=str(tmp_path),
                         timeout=300)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     found = {}

@@ -1,6 +1,8 @@
 """Running the example trainers as jobs, and reading what they print.
 
-* ``results(text)``: {(type, index): {key: value}} from the examples' TFBOOT_RESULT lines.
+* ``TRAIN``, ``TRAIN_FIT``, ``TRAIN_PS``: the argv (after the interpreter) that runs an example
+  through run_example.py, which bounds it in time and ends it with a TFBOOT_RESULT line.
+* ``results(text)``: {(type, index): {key: value}} from those TFBOOT_RESULT lines.
 * ``PodJob(net, tmp_path, name)``: tfboot as PID 1 of namespace pods, each pod's output (stdout
   and stderr) in ``<tmp_path>/<name>-<pod>.out``. ``start(pod, argv, env)``, ``text(pod)``,
   ``wait_for(pod, needle, timeout)`` (until the output holds needle), ``finish(timeout)`` ->
@@ -15,9 +17,10 @@ from dataclasses import dataclass
 
 from paths import REPO_DIR
 
-TRAIN = os.path.join(REPO_DIR, "examples", "train.py")
-TRAIN_FIT = os.path.join(REPO_DIR, "examples", "train_fit.py")
-TRAIN_PS = os.path.join(REPO_DIR, "examples", "train_ps.py")
+RUN_EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_example.py")
+TRAIN = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train.py")]
+TRAIN_FIT = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train_fit.py")]
+TRAIN_PS = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train_ps.py")]
 RESULT = re.compile(r"TFBOOT_RESULT task=(\w+):(\d+) (.*)")
 STOPPED_BY_JOB = 200
 

@@ -21,7 +21,7 @@ NO_TENSORBOARD = "TensorBoard is not installed: no summaries"
 
 def test_fit_local_two_workers_train_together(tfboot, tensorflow, task_env, tmp_path):
     result = subprocess.run([tfboot, "local", "--cluster", "worker=2", "--log-root", str(tmp_path), "--",
-                             "python", TRAIN_FIT, "--epochs", "3", "--steps-per-epoch", "10"],
+                             "python", *TRAIN_FIT, "--epochs", "3", "--steps-per-epoch", "10"],
                             env=task_env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     found = results(result.stdout)
@@ -31,11 +31,11 @@ def test_fit_local_two_workers_train_together(tfboot, tensorflow, task_env, tmp_
         assert fields["weights_sha256"] != fields["init_sha256"], "the model trained"
         assert (fields["workers"], fields["epochs"], fields["steps"], fields["start_epoch"]) == ("2", "3", "30", "1")
     for index in (0, 1):
-        assert f"[worker:{index}] [train_fit.py] task=worker:{index} epoch 3/3 loss=" in result.stdout
+        assert f"[worker:{index}] epoch 3/3 loss=" in result.stdout
         assert "resuming" not in result.stdout
         assert (tmp_path / f"worker_{index}" / "tensorboard" / "train").is_dir() == \
             (bool(tensorflow.tensorboard) and index == 0), "the chief writes summaries when TensorBoard is there"
-        assert result.stdout.count(f"task=worker:{index} {NO_TENSORBOARD}") == (0 if tensorflow.tensorboard else 1)
+        assert result.stdout.count(f"[worker:{index}] {NO_TENSORBOARD}") == (0 if tensorflow.tensorboard else 1)
     assert (tmp_path / "worker_0" / "model" / "model.keras").exists()
     # The default backup dir is beside the tasks' log dirs; BackupAndRestore deletes its backup
     # once fit() has finished.
@@ -59,7 +59,7 @@ def trainer_pid(pod_process):
 def fit_job(tfboot, task_env, tmp_path, epochs, steps_per_epoch):
     """The environment and command of a two-worker train_fit.py job, logs and backup under tmp_path."""
     env = {**task_env, "TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"), "TFBOOT_STOP_GRACE": "10s"}
-    command = [tfboot, "--", "python", TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
+    command = [tfboot, "--", "python", *TRAIN_FIT, "--epochs", str(epochs), "--steps-per-epoch", str(steps_per_epoch),
                "--backup-dir", str(tmp_path / "backup")]
     return env, command
 
@@ -81,7 +81,7 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
 
         first = PodJob(net, tmp_path, "first")
         procs = [first.start(pod, command, env) for pod in pods]
-        first.wait_for(pods[1], f"task=worker:1 epoch 2/{epochs} loss=", timeout=300)
+        first.wait_for(pods[1], f"epoch 2/{epochs} loss=", timeout=300)
         killed_at = time.monotonic()
         os.kill(trainer_pid(procs[1]), signal.SIGKILL)  # the trainer only: the pod's tfboot stays
         ended = first.finish(timeout=60)
@@ -117,9 +117,9 @@ def test_a_killed_worker_stops_the_job_and_the_restarted_job_resumes(tfboot, ten
         for index, pod in enumerate(pods):
             run = ended[pod.name]
             assert run.code == 0, run.text[-4000:]
-            assert f"task=worker:{index} resuming at epoch {saved + 1}/{epochs} from the backup in {backup}" in run.text
-            assert f"task=worker:{index} epoch {saved}/{epochs} loss=" not in run.text, "no epoch ran twice"
-            assert f"task=worker:{index} epoch {epochs}/{epochs} loss=" in run.text
+            assert f"resuming at epoch {saved + 1}/{epochs} from the backup in {backup}" in run.text
+            assert f"epoch {saved}/{epochs} loss=" not in run.text, "no epoch ran twice"
+            assert f"epoch {epochs}/{epochs} loss=" in run.text
             assert json.loads((logs / f"worker_{index}" / "startup.json").read_text())["restarts"] == 2
         found = [results(ended[pod.name].text)[("worker", index)] for index, pod in enumerate(pods)]
         assert found[0]["weights_sha256"] == found[1]["weights_sha256"]
@@ -139,10 +139,10 @@ def test_with_max_restarts_a_killed_trainer_restarts_the_job_in_place_and_it_res
         pods = two_worker_pods(net)
         job = PodJob(net, tmp_path, "job")
         procs = [job.start(pod, command, env) for pod in pods]
-        job.wait_for(pods[1], f"task=worker:1 epoch 2/{epochs} loss=", timeout=300)
+        job.wait_for(pods[1], f"epoch 2/{epochs} loss=", timeout=300)
         os.kill(trainer_pid(procs[1]), signal.SIGKILL)  # the trainer only: no pod restarts
-        job.wait_for(pods[0], "task=worker:0 resuming at epoch", timeout=120)
-        saved = int(re.search(r"task=worker:0 resuming at epoch (\d+)/", job.text(pods[0])).group(1)) - 1
+        job.wait_for(pods[0], "resuming at epoch", timeout=120)
+        saved = int(re.search(r"resuming at epoch (\d+)/", job.text(pods[0])).group(1)) - 1
         # Every trainer of the restarted job sees the job's count.
         for proc in procs:
             environ = open(f"/proc/{trainer_pid(proc)}/environ", "rb").read().split(b"\0")
@@ -152,8 +152,7 @@ def test_with_max_restarts_a_killed_trainer_restarts_the_job_in_place_and_it_res
         run = ended[pod.name]
         assert run.code == 0, run.text[-4000:]
         assert "restarting the job in place (restart 1 of 1): worker:1 failed with signal SIGKILL (status 137)" in run.text
-        assert f"task=worker:{index} resuming at epoch {saved + 1}/{epochs} from the backup in {backup} (restart 1)" \
-            in run.text
+        assert f"resuming at epoch {saved + 1}/{epochs} from the backup in {backup} (restart 1)" in run.text
         startup = json.loads((logs / f"worker_{index}" / "startup.json").read_text())
         assert startup["job"]["restarts_in_place"] == 1
         assert startup["history"][-1]["reason"] == "restarting"

@@ -17,7 +17,8 @@ from ranks import PodJob
 
 pytestmark = pytest.mark.root
 
-TRAIN_TORCH = os.path.join(REPO_DIR, "examples", "train_torch.py")
+# examples/train_torch.py, run by run_example.py, which ends it with a TFBOOT_RESULT line.
+TRAIN_TORCH = [os.path.join(REPO_DIR, "tests", "torch", "run_example.py"), os.path.join(REPO_DIR, "examples", "train_torch.py")]
 RESULT = re.compile(r"TFBOOT_RESULT task=worker:(\d) rank=(\d) world_size=2 resumed_after_epoch=(\d+) loss=\S+ "
                     r"weights_sha256=([0-9a-f]{64})")
 
@@ -40,7 +41,7 @@ def test_a_killed_rank_restarts_the_job_in_place_and_every_rank_resumes(tfboot, 
         job = PodJob(net, tmp_path, "job")
         procs = [job.start(pod, [tfboot, "--framework", "pytorch", "--cluster", "worker=2", "--wait", "1m",
                                  "--stop-grace", "10s", "--max-restarts", "1", "--log-root", str(tmp_path / "logs"), "--",
-                                 "python", TRAIN_TORCH, "--epochs", str(epochs), "--checkpoint-dir", str(checkpoint)],
+                                 "python", *TRAIN_TORCH, "--epochs", str(epochs), "--checkpoint-dir", str(checkpoint)],
                            task_env) for pod in pods]
         job.wait_for(pods[0], f"epoch 3/{epochs} loss=", timeout=180)
         os.kill(rank_pid(procs[1]), signal.SIGKILL)

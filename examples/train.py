@@ -81,7 +81,7 @@ def main():
             return loss
         return strategy.reduce("SUM", strategy.run(step, args=next(iterator)), axis=None)
 
-    writer = None  # TensorFlow 2.17 and later no longer install TensorBoard, which tf.summary needs
+    writer = None  # newer TensorFlow no longer installs TensorBoard, which tf.summary needs
     if importlib.util.find_spec("tensorboard"):
         writer = tf.summary.create_file_writer(os.path.join(log_dir, "tensorboard"))
     else:

@@ -98,7 +98,7 @@ def main():
     callbacks = [tf.keras.callbacks.BackupAndRestore(backup_dir),  # deletes its backup when fit() is done
                  tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: print(
                      f"epoch {epoch + 1}/{args.epochs} loss={logs['loss']:.6f}, backed up", flush=True))]
-    if importlib.util.find_spec("tensorboard"):  # TensorFlow 2.17 and later no longer install it
+    if importlib.util.find_spec("tensorboard"):  # newer TensorFlow no longer installs it
         callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(log_dir, "tensorboard")))
     else:
         print("TensorBoard is not installed: no summaries (pip install tensorboard for them)")

@@ -1,4 +1,4 @@
-// The flow of README's first section, top to bottom: options, host facts, identity and peers,
+// The flow README.md draws under "How it works", top to bottom: options, host facts, identity and peers,
 // DNS wait, TF_CONFIG, files, command. Each step is a named function; details live in modules.
 #include "flow/run.h"
 

@@ -1,4 +1,4 @@
-// The flow of README's first section, from argv and the environment to the running command.
+// The flow README.md draws under "How it works", from argv and the environment to the running command.
 #pragma once
 
 namespace tfboot {

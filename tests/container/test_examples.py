@@ -45,7 +45,7 @@ TFJOB = "tfjob"                 # docs/deploying.md's operator example (no file:
 # release the validator knows.
 KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 
-# tfboot's job supervision (README): its control port, and the exit codes a Job's failure policy
+# tfboot's job supervision (docs/supervision.md): its control port, and the exit codes a Job's failure policy
 # must tell apart.
 CONTROL_PORT = 2220
 CONTROL_PORT_NAME = "tfboot-control"
@@ -77,7 +77,7 @@ PRINT_TORCH_VARIABLES = ("import json, os; print('TORCH_VARIABLES', json.dumps({
 # and "env TFBOOT_NAME" for each option's twin.
 HELP_OPTION = re.compile(r"^  (--[a-z0-9-]+)(?:, (--[a-z0-9-]+))?( [A-Z]+)?  ", re.M)
 HELP_TWIN = re.compile(r"\benv (TFBOOT_[A-Z0-9_]+)")
-TWINS_BESIDES_OPTIONS = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR"}   # README: read, though no option's twin
+TWINS_BESIDES_OPTIONS = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR"}   # docs/command-line.md: read, though no option's twin
 
 JOBSET_SPEC_FIELDS = {"replicatedJobs", "network", "successPolicy", "failurePolicy", "startupPolicy", "suspend",
                       "coordinator", "managedBy", "ttlSecondsAfterFinished", "volumeClaimPolicies"}
@@ -124,7 +124,7 @@ def readme_blocks() -> dict[str, tuple[str, str]]:
 
 
 def readme_torch_blocks() -> dict[str, tuple[str, list[dict[str, str]]]]:
-    """example -> (pod, [{variable: value} for each process of the pod, in the README's order])."""
+    """example -> (pod, [{variable: value} for each process of the pod, in docs/deploying.md's order])."""
     with open(DEPLOYING) as f:
         text = f.read()
     blocks = {}
@@ -257,7 +257,7 @@ def tfboot_options(tfboot) -> dict:
 
 def split_tfboot_args(args: list[str], options: dict[str, bool]) -> tuple[list[str], list[str]]:
     """tfboot's own options and the command after them: options stop at the first non-option or
-    at `--` (README: Command line). An option tfboot does not have fails the test."""
+    at `--` (docs/command-line.md). An option tfboot does not have fails the test."""
     i = 0
     while i < len(args):
         if args[i] == "--":
@@ -616,7 +616,7 @@ def test_manifest_deploys_the_way_tfboot_needs(name, tfboot_options):
         where = f"{name}: {doc['kind']} {doc['metadata']['name']}"
         if doc["kind"] == "StatefulSet":
             spec = doc["spec"]
-            assert spec.get("podManagementPolicy") == "Parallel", f"{where}: OrderedReady starts the pods one by one (README)"
+            assert spec.get("podManagementPolicy") == "Parallel", f"{where}: OrderedReady starts the pods one by one (docs/deploying.md)"
             labels = spec["template"]["metadata"]["labels"]
             assert spec["selector"]["matchLabels"].items() <= labels.items(), where
             assert spec["serviceName"] in services, f"{where}: serviceName names no Service in the file"
@@ -761,7 +761,7 @@ def test_jobs_keep_the_api_servers_cross_field_rules(name):
     check_job_rules_of_manifest(f"{name} (Kueue on)", load_manifest_with(name, KUEUE_MARKER, required=False))
 
 
-# The pod names the rules of README ("Identity") make of a StatefulSet's pod and an Indexed Job's
+# The pod names the rules of docs/identity.md make of a StatefulSet's pod and an Indexed Job's
 # hostname: <prefix>-<type>-<ordinal> and <prefix>-<index>, ordinals without leading zeros.
 STATEFULSET_POD = re.compile(r"^(?P<prefix>[a-z0-9][-a-z0-9]*)-(?P<type>chief|worker|ps|evaluator)-(?P<ordinal>0|[1-9][0-9]*)$")
 INDEXED_POD = re.compile(r"^(?P<prefix>[a-z0-9][-a-z0-9]*)-(?P<index>0|[1-9][0-9]*)$")
@@ -779,7 +779,7 @@ def check_names(name: str, docs: list[dict]) -> None:
     """Names that must agree: a StatefulSet's serviceName and a Job pod's subdomain name a headless
     Service of the file that selects those pods; every pod's TFBOOT_CLUSTER is the same; and the
     peers' names tfboot makes (from TFBOOT_PEER_TEMPLATE, else from the pod name or hostname by
-    README's pattern) are exactly the pods' hostnames, one per task, each pod its own task."""
+    docs/identity.md's pattern) are exactly the pods' hostnames, one per task, each pod its own task."""
     deployed = as_deployed(docs)
     services = {d["metadata"]["name"]: d for d in deployed if d["kind"] == "Service"}
     for doc in deployed:
@@ -1121,7 +1121,7 @@ def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
     documented = json.loads(documented_json)
     pods = example_pods(example, documented_json)
     assert documented_pod in {n for p in pods for n in p.own_names}, \
-        f"{example}: README's pod {documented_pod} is not one of {[p.name for p in pods]}"
+        f"{example}: docs/deploying.md's pod {documented_pod} is not one of {[p.name for p in pods]}"
 
     results = run_tfboot_in_pods(pods, lambda pod: [tfboot, "--print", "--wait", "20s", *pod.args])
 
@@ -1130,7 +1130,7 @@ def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
         code, out, err = results[pod.name]
         assert code == 0, f"{example}: pod {pod.name} (env {pod.env}): exit {code}\n{err}"
         if documented_pod in pod.own_names:
-            assert ordered(out) == ordered(documented_json), f"{example}: pod {pod.name}:\n got {out}\nREADME {documented_json}"
+            assert ordered(out) == ordered(documented_json), f"{example}: pod {pod.name}:\n got {out}\ndocs/deploying.md {documented_json}"
         got = json.loads(out)
         assert got["cluster"] == documented["cluster"], f"{example}: pod {pod.name}: {out}"
         task = own_task(pod, got["cluster"])
@@ -1148,14 +1148,14 @@ def test_tf_config_in_every_pod_is_the_one_in_the_readme(example, tfboot):
 def test_torch_variables_in_every_process_are_the_ones_in_the_readme(example, tfboot, tfboot_options, tmp_path):
     """Every pod's tfboot, with the example's options and environment, waits for the names,
     meets the others on the control port and starts its processes, each of which prints its
-    torchrun variables instead of training: the documented pod's are exactly the README's, and
+    torchrun variables instead of training: the documented pod's are exactly docs/deploying.md's, and
     together the pods hold every rank once, with one master."""
     blocks = readme_torch_blocks()
     assert example in blocks, f"docs/deploying.md has no torch_env block for {example}"
     documented_pod, documented = blocks[example]
     pods = kubernetes_pods(as_deployed(load_manifest(example)))
     assert documented_pod in {n for p in pods for n in p.own_names}, \
-        f"{example}: README's pod {documented_pod} is not one of {[p.name for p in pods]}"
+        f"{example}: docs/deploying.md's pod {documented_pod} is not one of {[p.name for p in pods]}"
 
     def argv(pod: Pod) -> list[str]:
         options, _ = split_tfboot_args(pod.args, tfboot_options["options"])
@@ -1174,7 +1174,7 @@ def test_torch_variables_in_every_process_are_the_ones_in_the_readme(example, tf
                            key=lambda p: int(p["LOCAL_RANK"]))
         assert processes, f"{example}: pod {pod.name}: no process ran\n{out}\n{err}"
         if documented_pod in pod.own_names:
-            assert processes == documented, f"{example}: pod {pod.name}:\n got {processes}\nREADME {documented}"
+            assert processes == documented, f"{example}: pod {pod.name}:\n got {processes}\ndocs/deploying.md {documented}"
         assert [p["LOCAL_RANK"] for p in processes] == [str(i) for i in range(len(processes))], f"{example}: {pod.name}"
         for p in processes:
             assert {key: p[key] for key in master} == master, f"{example}: pod {pod.name}: {p}"

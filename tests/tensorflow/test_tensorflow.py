@@ -50,7 +50,7 @@ def test_statefulset_pods_one_published_late(tfboot, tensorflow, task_env, tmp_p
         found = [results(ended[pod.name].text) for pod in pods]
         assert found[0][("worker", 0)]["weights_sha256"] == found[1][("worker", 1)]["weights_sha256"]
         # worker-0, the coordinator, resolved worker-1's name once every task was present, and
-        # waited for its record (README: DNS behind the barrier); worker-1 learned it from the
+        # waited for its record (docs/supervision.md: DNS behind the barrier); worker-1 learned it from the
         # start (without the table of addresses, which only --address ip asks for).
         for index in range(2):
             startup = json.loads((tmp_path / f"worker_{index}" / "startup.json").read_text())

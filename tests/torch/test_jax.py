@@ -1,5 +1,5 @@
 """JAX through tfboot as PID 1 of two pods: jax.distributed.initialize from tfboot's variables and a
-cross-process sum (README: PyTorch and JAX, "JAX")."""
+cross-process sum (docs/frameworks.md: PyTorch and JAX, "JAX")."""
 
 import pytest
 

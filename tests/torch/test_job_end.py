@@ -2,7 +2,7 @@
 raising under torch's @record, and a rank still at work when node 0 is done.
 
 The ranks run allreduce.py; ALLREDUCE_FAIL picks the rank that fails and how, after
-init_process_group, while the other ranks wait (README: PyTorch and JAX, job supervision).
+init_process_group, while the other ranks wait (docs/frameworks.md: PyTorch and JAX, job supervision).
 """
 
 import json

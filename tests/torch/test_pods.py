@@ -1,5 +1,5 @@
 """A gloo job through tfboot as PID 1 of namespace pods, as platforms start it: Kubeflow's PET_*
-variables alone, a pod that comes late, a pod with a second network (README: PyTorch and JAX)."""
+variables alone, a pod that comes late, a pod with a second network (docs/frameworks.md: PyTorch and JAX)."""
 
 import json
 import time

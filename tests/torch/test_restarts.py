@@ -1,6 +1,6 @@
 """examples/train_torch.py restarted in place by tfboot --max-restarts in two pods: a rank killed
 mid-training, every rank stopped and started again without a pod restart, resuming from rank 0's
-checkpoint with the job's restart count (README: Job supervision, Restarts in place)."""
+checkpoint with the job's restart count (docs/supervision.md: Job supervision, Restarts in place)."""
 
 import json
 import os

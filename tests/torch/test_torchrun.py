@@ -3,7 +3,7 @@
 The same script runs under tfboot (--nproc-per-node 2) and under torchrun with a static rendezvous
 (--nnodes 2 --nproc-per-node 2 --node-rank K --master-addr <pod 0> --master-port 29500); every
 rank's environment is compared key by key. DIFFERENCES is the one list of what may differ, each
-with its reason (README: PyTorch and JAX); any other difference fails the test and is named.
+with its reason (docs/frameworks.md: PyTorch and JAX); any other difference fails the test and is named.
 """
 
 import re

@@ -9,6 +9,8 @@ Offers:
 * ``communicate_bounded(process, argv, input, timeout, check, where)``: communicate() with a
   spawned process, SIGKILLing its group after timeout (HarnessError naming argv and where);
   returns a CompletedProcess.
+* ``communicate_all(processes, timeout)``: (returncode, stdout, stderr) of each process once all
+  have ended, every one's output read at the same time; HarnessError after killing the late ones.
 * ``ProcessSet``: the long-running processes of one network. ``spawn(argv, cls=Popen, **popen)``
   starts argv under ``setpriv --pdeathsig KILL`` in a session of its own, so a dead test run
   takes its servers along and one ``killpg`` reaches a process and its forks;
@@ -33,6 +35,7 @@ import signal
 import socket
 import struct
 import subprocess
+import threading
 import time
 from typing import Iterable, Sequence
 
@@ -73,6 +76,40 @@ def communicate_bounded(process: subprocess.Popen, argv: Sequence[str], input: s
     if check:
         completed.check_returncode()
     return completed
+
+
+def communicate_all(processes: Sequence[subprocess.Popen], timeout: float) -> list[tuple]:
+    """Every process's (returncode, stdout, stderr), in order, read all at once: a process whose
+    pipe nobody reads blocks writing to it, so reading one after the other can stall the ones not
+    yet read (a job's tasks log while they wait for each other, a restarting job logs more than a
+    pipe holds). A process not ended within timeout is SIGKILLed (its group too), and then
+    HarnessError names how many were late, with the end of each one's stderr."""
+    results: list = [None] * len(processes)
+
+    def read(i: int) -> None:
+        out, err = processes[i].communicate()
+        results[i] = (processes[i].returncode, out, err)
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(processes))]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    for reader in readers:
+        reader.join(timeout=max(0, deadline - time.monotonic()))
+    late = [i for i, reader in enumerate(readers) if reader.is_alive()]
+    for i in late:
+        for kill, target in ((os.killpg, processes[i].pid), (os.kill, processes[i].pid)):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for i in late:
+        readers[i].join(timeout=10)
+    if late:
+        tails = [(result[2] or "")[-2000:] if result else "(still running)" for result in results]
+        raise HarnessError(f"{len(late)} of {len(processes)} processes did not end within {timeout}s "
+                           f"(processes {late}):\n" + "\n---\n".join(tails))
+    return results
 
 
 class ProcessSet:

@@ -15,6 +15,7 @@ import dns.rdatatype
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 from harness.coredns import TTL, missing_reason
 from harness.namespaces import in_netns
 
@@ -170,12 +171,8 @@ def start_job_with_one_late_pod(net, tfboot, tmp_path, count, late_index, delay=
 
 
 def finish(procs, timeout=120):
-    deadline = time.monotonic() + timeout
-    ended = {}
-    for name, proc in procs.items():
-        _, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        ended[name] = (proc.returncode, err)
-    return ended
+    results = communicate_all(list(procs.values()), timeout)
+    return {name: (code, err) for name, (code, _, err) in zip(procs, results)}
 
 
 def test_a_late_worker_behind_cache_30_starts_the_job_without_waiting_for_the_cache(net, tfboot, tmp_path):

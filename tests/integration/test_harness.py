@@ -15,6 +15,7 @@ import pytest
 
 from harness.cluster import ClusterNetwork, HarnessError, cleanup_stale, reverse_name
 from harness.namespaces import list_netns
+from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
@@ -378,3 +379,23 @@ def test_cleanup_stale():
         assert not [ns for ns in removed if ns.startswith(f"tfbt{os.getpid()}-")]
     finally:
         subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+
+
+def test_communicate_all_reads_every_pipe_at_once(tmp_path):
+    # The first process ends only after the second has; the second writes more than a pipe holds
+    # before it ends. Read one after the other, the two would wait for each other for ever.
+    marker = tmp_path / "second-ended"
+    first = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.05)\nprint('first')"
+    second = f"import sys\nsys.stdout.write('x' * (1 << 20))\nsys.stdout.flush()\nopen({str(marker)!r}, 'w').close()"
+    procs = [subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for code in (first, second)]
+    results = communicate_all(procs, 30)
+    assert [(code, len(out), err) for code, out, err in results] == [(0, len("first\n"), ""), (0, 1 << 20, "")]
+
+
+def test_communicate_all_kills_a_late_process_and_says_so():
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for argv in (["sleep", "60"], ["sh", "-c", "echo gone >&2"])]
+    with pytest.raises(HarnessError, match=r"^1 of 2 processes did not end within 1s \(processes \[0\]\):\n\n---\ngone\n$"):
+        communicate_all(procs, 1)
+    assert procs[0].wait(timeout=5) == -signal.SIGKILL

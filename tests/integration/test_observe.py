@@ -24,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 
 METRICS_PORT = 9400
 PHASES = ("plan", "dns_wait", "barrier", "files")
@@ -250,12 +251,7 @@ def start_task(net, tfboot, pod, command, tmp_path, cluster, *args):
 
 
 def finish(procs, timeout=60):
-    deadline = time.monotonic() + timeout
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        results.append((proc.returncode, err))
-    return results
+    return [(code, err) for code, _, err in communicate_all(procs, timeout)]
 
 
 # Fetches URLs from inside a pod's network namespace; prints one JSON line [status, body] per URL.

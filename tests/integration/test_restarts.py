@@ -8,13 +8,12 @@ tiers run real trainers through a restart).
 import json
 import os
 import signal
-import subprocess
-import threading
 import time
 
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods
 
@@ -42,26 +41,7 @@ def start(net, tfboot, pod, script, log_root, cluster, extra_env=None):
 
 
 def finish_all(procs, timeout=120):
-    # Every task's output is read at once: a restarting job logs more than a pipe holds, and a
-    # task whose log is not read would block writing it.
-    results = [None] * len(procs)
-
-    def finish(i):
-        try:
-            out, err = procs[i].communicate(timeout=timeout)
-            results[i] = (procs[i].returncode, out, err)
-        except subprocess.TimeoutExpired:
-            procs[i].kill()
-            out, err = procs[i].communicate(timeout=30)
-            results[i] = (None, out, err)
-
-    readers = [threading.Thread(target=finish, args=(i,), daemon=True) for i in range(len(procs))]
-    for reader in readers:
-        reader.start()
-    for reader in readers:
-        reader.join(timeout=timeout + 5)
-    assert None not in [code for code, _, _ in results], ["a task did not end in time", *(err[-3000:] for _, _, err in results)]
-    return results
+    return communicate_all(procs, timeout)
 
 
 def seen_counts(log_root, task):

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import textwrap
 import threading
 import time
@@ -16,6 +15,7 @@ import time
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
@@ -45,12 +45,7 @@ def start(net, tfboot, pod, command, log_root, cluster, extra_env=None, args=())
 
 
 def finish_all(procs, timeout=60):
-    results = []
-    deadline = time.monotonic() + timeout
-    for proc in procs:
-        out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        results.append((proc.returncode, out, err))
-    return results
+    return communicate_all(procs, timeout)
 
 
 def error_lines(err):

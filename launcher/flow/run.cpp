@@ -316,6 +316,7 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
     phases.ended(observe::Phase::files);
     observe_restarts(launch->files.previous.restarts, job->restarts);
     phases.command_starts();
+    note_command_has_run();
     auto ran = run_command(options, *launch, *nodes, *job);
     if (!ran || *ran) return ran ? Result<int>(**ran) : std::unexpected(ran.error());
     restarts = job->restarts + 1;

@@ -26,8 +26,14 @@ sigset_t stop_signals() {
   return set;
 }
 
+// Set once the command has run: a stop signal after that comes between two runs of a restart in
+// place, when the command has ended and is not running again yet.
+volatile sig_atomic_t command_has_run = 0;
+
 void exit_on_stop_signal(int signal_number) {
-  log::write_from_signal_handler(log::Level::warning, "stopped by a signal before the command started; nothing was run");
+  log::write_from_signal_handler(log::Level::warning,
+                                 command_has_run ? "stopped by a signal while the job restarts in place; the command had ended and was not started again"
+                                                 : "stopped by a signal before the command started; nothing was run");
   ::_exit(exit_code::signal_base + signal_number);
 }
 
@@ -45,6 +51,8 @@ Result<void> install_stop_handlers() {
   if (::sigprocmask(SIG_UNBLOCK, &set, nullptr) != 0) return signal_setup_error("sigprocmask");
   return {};
 }
+
+void note_command_has_run() { command_has_run = 1; }
 
 Result<void> hold_stop_signals() {
   sigset_t set = stop_signals();

@@ -285,3 +285,28 @@ def test_a_task_whose_ranks_are_slow_to_stop_stays_heard_and_the_job_restarts(ne
     assert [code for code, _, _ in results] == [0, 0], [err[-3000:] for _, _, err in results]
     assert "restarting the job in place (restart 1 of 1): worker:0 failed with status 5" in results[1][2]
     assert "was lost" not in results[1][2]
+
+
+def test_a_stop_signal_while_the_job_restarts_ends_the_task_and_says_the_command_had_run(net, tfboot, tmp_path):
+    # worker:0 fails; worker:1's command ignores SIGTERM, so it ends only at SIGKILL, --stop-grace
+    # (8 s) later, and worker:0 waits in the fresh start barrier meanwhile. A stop signal there
+    # ends worker:0 at once with 128+N, as before the first start, and says what was run.
+    pods = job_pods(net, 2)
+    script = RECORDING + ('if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$TFBOOT_TASK_INDEX" = 0 ]; then sleep 1; exit 3; fi; '
+                          'if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then trap "" TERM; fi; exec sleep 600')
+    env = {"TFBOOT_MAX_RESTARTS": "1", "TFBOOT_STOP_GRACE": "8s", "TFBOOT_START_TIMEOUT": "10s"}
+    procs = [start(net, tfboot, pod, script, tmp_path, "worker=2", env) for pod in pods]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / task / "counts").exists() for task in ("worker_0", "worker_1")):
+        assert time.monotonic() < deadline, "the commands never started"
+        time.sleep(0.1)
+    time.sleep(3)  # worker:0's command failed 1 s in; worker:1's is SIGKILLed 8 s after that
+    net.signal(procs[0], signal.SIGTERM)
+    results = finish_all(procs, timeout=60)
+    code, _, err = results[0]
+    assert code == 128 + signal.SIGTERM, err
+    assert "restarting the job in place (restart 1 of 1): worker:0 failed with status 3" in err
+    assert err.rstrip().splitlines()[-1].endswith(
+        "stopped by a signal while the job restarts in place; the command had ended and was not started again"), err
+    assert seen_counts(tmp_path, "worker_0") == ["0"], "the command did not run again"
+    assert results[1][0] != 0, results[1][2][-3000:]  # its coordinator gone, worker:1 cannot start

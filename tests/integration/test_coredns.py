@@ -141,7 +141,7 @@ def test_a_job_with_the_control_channel_starts_through_coredns_with_o_n_queries(
     net.reset_dns_query_count()
     env = {"TFBOOT_CLUSTER": f"worker={count}", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "30s"}
     procs = [net.run(pod, [tfboot, "--", "true"], env=env) for pod in pods]
-    results = [(proc.communicate(timeout=60), proc.returncode) for proc in procs]
+    results = [((out, err), code) for code, out, err in communicate_all(procs, 60)]
     assert [code for _, code in results] == [0] * count, [err for (_, err), _ in results]
     # Every pod's own name and the coordinator's, then the coordinator asks each name once.
     assert count * 2 <= net.dns_query_count() <= 3 * count + count, net.dns_queries()

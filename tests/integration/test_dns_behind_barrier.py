@@ -12,6 +12,7 @@ import time
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root
 
@@ -36,12 +37,7 @@ def start(net, tfboot, pod, log_root, count, extra_env=None, command=("true",)):
 
 
 def finish_all(procs, timeout=90):
-    deadline = time.monotonic() + timeout
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=max(1, deadline - time.monotonic()))
-        results.append((proc.returncode, out, err))
-    return results
+    return communicate_all(procs, timeout)
 
 
 def a_queries_by_name_and_client(net):

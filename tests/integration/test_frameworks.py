@@ -11,6 +11,7 @@ import time
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import communicate_all
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
 STOPPED_BY_JOB = 200
@@ -109,7 +110,7 @@ def test_pods_two_processes_each_and_the_collectives_interface(net, tfboot, tmp_
     script = SHOW + '; echo "if=$GLOO_SOCKET_IFNAME/$NCCL_SOCKET_IFNAME"'
     procs = [start_pod(net, tfboot, pod, script, tmp_path,
                        ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"]) for pod in pods]
-    results = [proc.communicate(timeout=60) for proc in procs]
+    results = [(out, err) for _, out, err in communicate_all(procs, 60)]
     assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
     master = "mnist-worker-0.mnist.default.svc.cluster.local:29500"
     for node, (out, err) in enumerate(results):
@@ -137,7 +138,7 @@ def test_pods_one_rank_fails_its_task_and_the_other_pod_stops_with_its_message(n
     args = ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"]
     started = time.monotonic()
     procs = [start_pod(net, tfboot, pod, script, tmp_path, args) for pod in pods]
-    results = [proc.communicate(timeout=60) for proc in procs]
+    results = [(out, err) for _, out, err in communicate_all(procs, 60)]
     elapsed = time.monotonic() - started
     assert [proc.returncode for proc in procs] == [STOPPED_BY_JOB, 3], [err for _, err in results]
     assert elapsed < 20
@@ -158,7 +159,7 @@ def test_pods_kubeflow_pet_variables_alone_run_a_pytorch_job(tfboot, tmp_path):
                    "PET_MASTER_PORT": "29500", "PET_NPROC_PER_NODE": "1", "TFBOOT_LOG_ROOT": str(tmp_path),
                    "TFBOOT_WAIT": "30s"}
             procs.append(trainjob.run(pod, [tfboot, "sh", "-c", SHOW], env=env))
-        results = [proc.communicate(timeout=60) for proc in procs]
+        results = [(out, err) for _, out, err in communicate_all(procs, 60)]
     assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
     for k, (out, err) in enumerate(results):
         assert out.strip() == f"rank={k} local=0 world=2 group={k}/2 master=bert-node-0-0.bert:29500 omp=unset tf=unset"
@@ -176,7 +177,7 @@ def test_pods_the_job_ends_when_every_node_is_done_not_node_0(net, tfboot, tmp_p
     script = 'if [ "$RANK" = 1 ]; then trap "echo stopped; exit 143" TERM; sleep 8 & wait; echo finished; fi'
     args = ["--framework", "pytorch", "--cluster", "worker=2"]
     procs = [start_pod(net, tfboot, pod, script, tmp_path, args) for pod in pods]
-    results = [proc.communicate(timeout=60) for proc in procs]
+    results = [(out, err) for _, out, err in communicate_all(procs, 60)]
     assert [proc.returncode for proc in procs] == [0, 0], [err for _, err in results]
     assert results[1][0].strip() == "finished"
     assert "this task is done; waiting for the job's outcome (the others' end, or a failure)" in results[0][1]

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 from paths import REPO_DIR
+from harness.processes import communicate_all
 
 # The example: 4 tasks, 2 on gpu07, 1 each on gpu08 and cpu1; this is task 2.
 SRUN_TASK_2 = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1",
@@ -100,8 +101,7 @@ def run_slurm_step_of_two_tasks(tfboot, tmp_path, env=None):
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outputs = []
     try:
-        for task in tasks:
-            outputs.append(task.communicate(timeout=60))
+        outputs = [(out, err) for _, out, err in communicate_all(tasks, 60)]
     finally:
         for task in tasks:
             if task.poll() is None:

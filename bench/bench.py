@@ -5,7 +5,8 @@ against dnsperf, on the namespace network of tests/harness with a real dnsmasq. 
 For each N (peers, all published): dnsmasq holds N records, one pod ``mnist-worker-0`` with a
 kubelet-like /etc/hosts runs, alternating in each repetition, the three contenders:
 
-* tfboot ``--print`` with ``TFBOOT_CLUSTER=worker=N`` (DNS wait on, defaults),
+* tfboot with ``TFBOOT_CLUSTER=worker=N`` (DNS wait on, defaults; the control channel off and
+  ``--address ip``, running ``printenv TF_CONFIG``: ``--print`` is a dry run without lookups),
 * bench/baseline_entrypoint.py (python3, getaddrinfo per peer in turn),
 * dnsperf sending the same 2N queries (A and AAAA per peer) to the same server,
 
@@ -37,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 CONTENDERS = ("tfboot", "python", "dnsperf")
-LABELS = {"tfboot": "tfboot --print", "python": "Python getaddrinfo entrypoint", "dnsperf": "dnsperf (limit)"}
+LABELS = {"tfboot": "tfboot -- printenv TF_CONFIG", "python": "Python getaddrinfo entrypoint", "dnsperf": "dnsperf (limit)"}
 SERVICE, NAMESPACE, DOMAIN = "mnist", "default", "cluster.local"
 PYTHON = "/usr/bin/python3"
 DNSPERF = "/usr/bin/dnsperf"
@@ -52,6 +53,15 @@ def fqdn(index: int) -> str:
 
 def median(values):
     return statistics.median(values) if values else float("nan")
+
+
+def after_the_wait(tfboot, *args):
+    """tfboot that prints TF_CONFIG as soon as the DNS wait is over (--print is a dry run without
+    lookups): the control channel off, the files written to a fresh log root, `printenv TF_CONFIG`
+    run by exec, TF_CONFIG with addresses (--address ip: under Linux's 128 KiB for one environment
+    string at every size measured)."""
+    log_root = tempfile.mkdtemp(prefix="tfboot-bench-")
+    return [tfboot, *args, "--control-port", "0", "--address", "ip", "--log-root", log_root, "--", "printenv", "TF_CONFIG"]
 
 
 class Bench:
@@ -96,7 +106,7 @@ class Bench:
                       tfboot_args: tuple = ()) -> dict:
         if name == "tfboot":
             env = {"TFBOOT_CLUSTER": f"worker={n}"}
-            argv = [self.tfboot, "--print", *tfboot_args]
+            argv = [*after_the_wait(self.tfboot, *tfboot_args)]
             if log_root:   # counted run: write startup.json (tries per peer), run `true`
                 # --address ip: with names, TF_CONFIG for 4096 tasks is over Linux's 128 KiB limit
                 # for one environment string, which tfboot refuses before it sends any query.
@@ -124,7 +134,8 @@ class Bench:
             result["seconds"] = result["first_line_s"] if result["first_line_s"] >= 0 else result["exit_s"]
             if not log_root:
                 config = json.loads(result["stdout"])
-                expected = [f"{fqdn(i)}:2222" for i in range(n)]
+                # tfboot runs with --address ip (after_the_wait); the baseline prints names.
+                expected = [f"{peer_ip(self.net.subnet, i) if name == 'tfboot' else fqdn(i)}:2222" for i in range(n)]
                 if config != {"cluster": {"worker": expected}, "task": {"type": "worker", "index": 0}}:
                     raise RuntimeError(f"{name} printed an unexpected TF_CONFIG: {result['stdout'][:300]}")
         # With --log-level debug tfboot logs "<name> resolves to <ip> after <k> tries" per name.
@@ -251,7 +262,7 @@ class Bench:
         env = {"TFBOOT_CLUSTER": f"worker={n}"}
         loops = {}
         for tag, argv in (("spawn_floor", [self.measure]),   # usage error, exits at once: the floor
-                          ("tfboot", [self.tfboot, "--print", "--wait", "0"])):
+                          ("tfboot", [self.tfboot, "--print", "--wait", "0"])):  # the plan, printed
             cp = self.net.exec_in_pod(self.pod, [self.measure, "loop", str(self.args.startup_runs), "--", *argv],
                                       env=env, timeout=RUN_TIMEOUT)
             result = json.loads(cp.stdout)

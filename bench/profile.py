@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from bench import DOMAIN, NAMESPACE, SERVICE, fqdn
+from bench import DOMAIN, NAMESPACE, SERVICE, after_the_wait, fqdn
 from netbench import BenchNetwork, peer_ip
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,7 +32,8 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("profile: needs root (network, mount and PID namespaces)", file=sys.stderr)
         return 2
-    cases = [(f"print-{n}", n, ["--print"]) for n in (int(x) for x in args.sizes.split(","))]
+    # The DNS wait, then TF_CONFIG printed by the command (--print is a dry run without lookups).
+    cases = [(f"wait-{n}", n, after_the_wait("")[1:]) for n in (int(x) for x in args.sizes.split(","))]
     cases.append((f"wait0-{args.startup_n}", args.startup_n, ["--print", "--wait", "0"]))
     with BenchNetwork(service=SERVICE, namespace=NAMESPACE, cluster_domain=DOMAIN) as net:
         pod = net.add_pod("mnist-worker-0")

@@ -1,4 +1,5 @@
-"""What every pytest tier shares: the tfboot binary under test and the `root` marker.
+"""What every pytest tier shares: the tfboot binary under test, the `net` of namespace pods, and the
+`root` and `sanitize` markers.
 
 Tests marked `root` need root: network, PID or mount namespaces, chroot, other users. A test file
 marks its own, with `pytestmark = pytest.mark.root`, `@pytest.mark.root` on a test, or `marks=` on
@@ -14,7 +15,34 @@ import pytest
 from paths import REPO_DIR
 
 
+# The integration tests that drive tfboot's memory handling: its parsers (flags, env, platform files,
+# PTR answers, the control channel's messages, the torch error file), its buffers (each task's output
+# lines under `tfboot local`, the metrics server's requests under a flood), descriptors past 1024
+# and leaks over many restarts. scripts/test runs these a second time on the ASan+UBSan binary
+# (`-m sanitize`; TFBOOT_SANITIZE_ALL=1 runs every test there), which leaves out the tests of
+# waits, restarts and scale that spend their time in DNS schedules and stop windows. A file's
+# name takes all its tests, "file::test" one test with all its parameters.
+SANITIZE = {
+    "test_cli.py", "test_hostile.py", "test_reliability.py", "test_platforms.py", "test_local.py",
+    "test_compose.py", "test_observe.py", "test_frameworks.py", "test_job_machine.py",
+    "test_resolver.py::test_dns_wait_with_inherited_descriptors_past_1024",
+    "test_resolver.py::test_ptr_lookup_with_inherited_descriptors_past_1024",
+    "test_resolver.py::test_bad_dns_server_list_is_a_usage_error",
+    "test_supervision.py::test_a_failing_worker_stops_the_others_with_the_job_code_naming_it",
+    "test_supervision.py::test_different_tensorflow_versions_are_warned_or_refused",
+    "test_supervision.py::test_strangers_on_the_control_port_do_not_stall_the_job",
+    "test_supervision.py::test_with_a_secret_a_task_with_the_wrong_one_cannot_join",
+    "test_supervision.py::test_with_a_secret_strangers_holding_connections_cannot_keep_the_job_from_starting",
+    "test_supervision.py::test_a_stranger_claiming_a_task_is_dropped_and_the_real_task_joins",
+    "test_restarts.py::test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind",
+}
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = getattr(item, "originalname", item.name)
+        if item.path.name in SANITIZE or f"{item.path.name}::{name}" in SANITIZE:
+            item.add_marker(pytest.mark.sanitize)
     if os.geteuid() == 0:
         return
     for item in items:
@@ -42,3 +70,13 @@ def run_tfboot(tfboot, tmp_path):
                               timeout=timeout, cwd=kwargs.pop("cwd", tmp_path), **kwargs)
 
     return run
+
+
+@pytest.fixture
+def net():
+    """A simulated cluster network (harness.cluster.ClusterNetwork, needs root): service "mnist" in
+    namespace "default" of cluster.local, pods added by the test, all removed at its end."""
+    from harness.cluster import ClusterNetwork   # only where a test asks for a network
+
+    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
+        yield network

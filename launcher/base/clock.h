@@ -14,6 +14,11 @@ using SteadyClock = std::chrono::steady_clock;
 // A point on SteadyClock; Instant::max() stands for "not planned".
 using Instant = SteadyClock::time_point;
 
+// The wall clock in Unix milliseconds: only for comparing two hosts' clocks, never for a deadline.
+inline std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // Exponential backoff with "equal jitter": the delay doubles from `first` up to `most`, half of
 // it fixed and half random, so that a thousand tasks retrying together spread out rather than
 // come back at the same instant. Seeded, so that a test replays it.

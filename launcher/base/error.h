@@ -17,6 +17,9 @@ inline constexpr int start_barrier_incomplete = 5;
 inline constexpr int environment_mismatch = 6;
 // The system refused a resource: memory, processes (fork), descriptors, a free port.
 inline constexpr int resources = 7;
+// --preflight refused the start: a node cannot run the job (a full log root, a clock off, other
+// accelerators). Worth a retry on another node, unlike a usage error.
+inline constexpr int preflight_refused = 8;
 inline constexpr int not_executable = 126;
 inline constexpr int not_found = 127;
 inline constexpr int signal_base = 128;

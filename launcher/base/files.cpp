@@ -21,19 +21,13 @@ std::unexpected<Error> file_error(const std::string& what, const std::string& pa
 
 // A whole, flushed temporary beside `path`; its name, to be renamed or unlinked by the caller.
 Result<std::string> write_temporary(const std::string& path, const std::string& content) {
-  auto slash = path.rfind('/');
-  std::string directory = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  std::string temporary = directory + "." + base + ".tmp.XXXXXX";
-  // mkostemp opens with O_CREAT|O_EXCL under a random name: a symlink or file planted at any
-  // name we could pick is refused, never followed or truncated.
-  int fd = ::mkostemp(temporary.data(), O_CLOEXEC);
-  if (fd < 0) return file_error("write", path, errno);
-  int saved = write_all(fd, content);
-  if (saved == 0 && ::fchmod(fd, 0644) != 0) saved = errno;
-  if (saved == 0 && ::fsync(fd) != 0) saved = errno;
+  auto opened = open_temporary(path);
+  if (!opened) return std::unexpected(opened.error());
+  auto& [file, temporary] = *opened;
+  int saved = write_all(file.get(), content);
+  if (saved == 0 && ::fsync(file.get()) != 0) saved = errno;
   // close reports a write-back failure that write and fsync did not: it is checked too.
-  if (::close(fd) != 0 && saved == 0) saved = errno;
+  if (::close(file.release()) != 0 && saved == 0) saved = errno;
   if (saved != 0) {
     ::unlink(temporary.c_str());
     return file_error("write", path, saved);
@@ -42,6 +36,23 @@ Result<std::string> write_temporary(const std::string& path, const std::string& 
 }
 
 }  // namespace
+
+Result<std::pair<UniqueFd, std::string>> open_temporary(const std::string& path) {
+  auto slash = path.rfind('/');
+  std::string directory = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string temporary = directory + "." + base + ".tmp.XXXXXX";
+  // mkostemp opens with O_CREAT|O_EXCL under a random name: a symlink or file planted at any
+  // name we could pick is refused, never followed or truncated.
+  UniqueFd file(::mkostemp(temporary.data(), O_CLOEXEC));
+  if (!file) return file_error("write", path, errno);
+  if (::fchmod(file.get(), 0644) != 0) {
+    const int saved = errno;
+    ::unlink(temporary.c_str());
+    return file_error("write", path, saved);
+  }
+  return std::pair{std::move(file), std::move(temporary)};
+}
 
 int write_all(int fd, std::string_view text) {
   while (!text.empty()) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace tfboot {
 
@@ -33,6 +34,10 @@ void remove_created_directories(const std::vector<std::string>& created);
 // link planted there), flushed, then renamed over `path`: a reader never sees half a file and a
 // failure leaves nothing behind. Exit code 4 on failure.
 Result<void> write_file_atomically(const std::string& path, const std::string& content);
+
+// A fresh, empty temporary beside `path` (the random name and O_EXCL as above), opened for
+// writing: its descriptor and name, to be renamed over `path` or unlinked by the caller.
+Result<std::pair<UniqueFd, std::string>> open_temporary(const std::string& path);
 
 // Several files as one step: every temporary is written first; only when all are whole are they
 // renamed into place. A failure (a full disk) leaves none of the new files and no temporary.

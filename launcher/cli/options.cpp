@@ -45,11 +45,13 @@ constexpr OptionSpec option_table[] = {
     {"wait", Kind::value, "DURATION", "deadline for all peers to resolve; 0 = no DNS wait", "15m", true},
     {"dns-server", Kind::value, "LIST", "ip[:port],... to query instead of resolv.conf's", "resolv.conf"},
     {"log-root", Kind::value, "DIR", "parent of per-task log dirs", "/logs (./logs for local)"},
-    {"print", Kind::flag, "", "print TF_CONFIG after the DNS wait and exit; writes nothing", "off"},
+    {"print", Kind::flag, "", "print what each process of this node would get (TF_CONFIG, or each rank's variables), at once, with no lookup; runs and writes nothing", "off"},
     {"init", Kind::negatable, "", "supervise the command as an init (--no-init: exec it)", "on when PID 1"},
     {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220", true},
-    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "10m", true},
+    {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "30m", true},
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
+    {"preflight", Kind::value, "LEVEL", "off or quick: every task checks its node (log root, clock, accelerators) before the start",
+     "off", true},
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
     {"control-source-check", Kind::value, "MODE", "on: a task's connection must come from its name's address; off behind a NAT",
@@ -66,6 +68,7 @@ constexpr OptionSpec option_table[] = {
     {"metrics-port", Kind::value, "N", "init: serve /metrics, /healthz, /readyz, /status on this port; 0 = off", "0", true},
     {"termination-log", Kind::value, "PATH", "where a failing exit's one-line reason is written",
      "/dev/termination-log when it exists and is writable"},
+    {"unknown-variables", Kind::value, "MODE", "error or warn: a TFBOOT_* variable that is no option's twin", "error", true},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -84,7 +87,9 @@ std::string env_twin(std::string_view name) {
 }
 
 // TFBOOT_* names tfboot reads or sets that are not an option's twin.
-constexpr std::string_view other_tfboot_variables[] = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR", "TFBOOT_RESTART_COUNT"};
+// TFBOOT_TEST_CLOCK_OFFSET_MS is for tests only (docs/preflight.md): it shifts the wall clock a hello reports.
+constexpr std::string_view other_tfboot_variables[] = {"TFBOOT_POD_INDEX", "TFBOOT_LOG_DIR", "TFBOOT_RESTART_COUNT",
+                                                       "TFBOOT_TEST_CLOCK_OFFSET_MS"};
 
 // The option (by name) nearest to `name` when it is a likely typo of it, else nothing.
 std::optional<std::string_view> nearest_option(std::string_view name) {
@@ -112,26 +117,53 @@ std::string unknown_option(std::string_view flag) {
   return text + " (see --help)";
 }
 
-// "TFBOOT_CLUSTR is not an option's twin and is ignored; did you mean TFBOOT_CLUSTER?"
-std::vector<std::string> unknown_twins(const Environment& env) {
-  std::vector<std::string> warnings;
+// A TFBOOT_* variable that is no option's twin, and the twin it is likely a typo of.
+struct UnknownVariable {
+  std::string name;
+  std::optional<std::string> nearest;
+};
+
+std::vector<UnknownVariable> unknown_twins(const Environment& env) {
+  std::vector<UnknownVariable> unknown;
   for (auto it = env.lower_bound("TFBOOT_"); it != env.end() && it->first.starts_with("TFBOOT_"); ++it) {
     const std::string& name = it->first;
     if (std::ranges::find(other_tfboot_variables, name) != std::end(other_tfboot_variables)) continue;
     if (std::ranges::any_of(option_table, [&](const OptionSpec& spec) { return env_twin(spec.name) == name; })) continue;
     std::string lower = name.substr(7);
     std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return c == '_' ? '-' : static_cast<char>(std::tolower(c)); });
-    std::string warning = name + " is not an option's environment twin and is ignored";
-    if (auto near = nearest_option(lower)) warning += "; did you mean " + env_twin(*near) + "?";
+    auto near = nearest_option(lower);
+    unknown.push_back({name, near ? std::optional<std::string>(env_twin(*near)) : std::nullopt});
+  }
+  return unknown;
+}
+
+// --unknown-variables warn: "TFBOOT_CLUSTR is not an option's environment twin and is ignored; did you mean TFBOOT_CLUSTER?"
+std::vector<std::string> unknown_twin_warnings(const std::vector<UnknownVariable>& unknown) {
+  std::vector<std::string> warnings;
+  for (const auto& variable : unknown) {
+    std::string warning = variable.name + " is not an option's environment twin and is ignored";
+    if (variable.nearest) warning += "; did you mean " + *variable.nearest + "?";
     warnings.push_back(warning);
   }
   return warnings;
 }
 
+// The default: one line naming every unknown variable, each with its likely twin. A typo such as
+// TFBOOT_WAITT=0 would otherwise cost the full default DNS wait.
+std::string unknown_twins_error(const std::vector<UnknownVariable>& unknown) {
+  std::vector<std::string> named;
+  for (const auto& variable : unknown) named.push_back(variable.name + (variable.nearest ? " (did you mean " + *variable.nearest + "?)" : ""));
+  const std::string what = unknown.size() == 1 ? named[0] + " is not an option's environment twin"
+                                               : joined(named, ", ") + " are not options' environment twins";
+  return what + "; TFBOOT_UNKNOWN_VARIABLES=warn ignores them with a warning (for an image that sets variables for several "
+                "tfboot versions)";
+}
+
 // What tfboot local reads (docs/deploying.md: tfboot local); the others are about DNS, pods and the control
 // channel, which it has none of.
 constexpr std::string_view local_options[] = {"cluster",          "log-root",  "stop-grace",     "log-level",   "log-format",
-                                              "evaluator-in-cluster", "framework", "nproc-per-node", "max-restarts"};
+                                              "evaluator-in-cluster", "framework", "nproc-per-node", "max-restarts",
+                                              "unknown-variables"};
 
 std::vector<std::string> ignored_by_local(const std::map<std::string, Setting, std::less<>>& given) {
   std::vector<std::string> warnings;
@@ -160,7 +192,9 @@ struct Choice {
 constexpr Choice<IdentityFrom> identity_from_choices[] = {
     {"auto", IdentityFrom::automatic}, {"hostname", IdentityFrom::hostname}, {"ptr", IdentityFrom::ptr}};
 constexpr Choice<AddressMode> address_choices[] = {{"name", AddressMode::name}, {"ip", AddressMode::ip}};
+constexpr Choice<bool> unknown_variables_choices[] = {{"error", false}, {"warn", true}};
 constexpr Choice<EnvCheck> env_check_choices[] = {{"warn", EnvCheck::warn}, {"fail", EnvCheck::fail}, {"off", EnvCheck::off}};
+constexpr Choice<PreflightLevel> preflight_choices[] = {{"off", PreflightLevel::off}, {"quick", PreflightLevel::quick}};
 constexpr Choice<bool> on_off_choices[] = {{"on", true}, {"off", false}};
 constexpr Choice<std::string_view> log_level_choices[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
@@ -271,11 +305,13 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
                        "); choose another");
   }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
+                       choose("preflight", preflight_choices, options.preflight),
                        choose("control-source-check", on_off_choices, options.control_source_check),
                        choose("stop-together", on_off_choices, options.stop_together),
                        choose("log-level", log_level_choices, options.log_level),
                        choose("log-format", log_format_choices, options.log_format),
-                       choose("framework", framework_choices, options.framework)}) {
+                       choose("framework", framework_choices, options.framework),
+                       choose("unknown-variables", unknown_variables_choices, options.warn_unknown_variables)}) {
     if (!checked) return std::unexpected(checked.error());
   }
   options.framework_given = raw.contains("framework");
@@ -394,9 +430,17 @@ Result<Options> parse_options(std::span<const std::string> args, const Environme
     raw[std::string(spec->name)] = Setting{value, flag};
   }
   command.assign(args.begin() + static_cast<std::ptrdiff_t>(position), args.end());
+  // Before any other check: a mistyped twin is often why another option is missing.
+  const auto unknown = unknown_twins(env);
+  if (!unknown.empty()) {
+    auto setting = raw.contains("unknown-variables") ? raw.at("unknown-variables") : Setting{"error", "default"};
+    auto warn = parse_choice(setting, unknown_variables_choices);
+    if (!warn) return std::unexpected(warn.error());
+    if (!*warn) return usage_error(unknown_twins_error(unknown));
+  }
   auto options = build_options(mode, raw, std::move(command));
   if (options) {
-    options->warnings = unknown_twins(env);
+    options->warnings = unknown_twin_warnings(unknown);
     if (mode == Mode::local) std::ranges::move(ignored_by_local(raw), std::back_inserter(options->warnings));
   }
   return options;
@@ -430,8 +474,10 @@ std::string help_text() {
   }
   text +=
       "\nExit codes: 0 ok, 2 usage/configuration error, 3 peers did not resolve before the deadline,\n"
-      "4 log dir or file not writable, 5 start barrier incomplete, 6 environment check failed,\n"
-      "7 a system resource refused, 126 not executable, 127 not found, 128+N killed by signal N,\n"
+      "4 log dir or file not writable, 5 start barrier incomplete, 6 environment check failed\n"
+      "(or the tasks run tfboot versions of different control protocols),\n"
+      "7 a system resource refused, 8 preflight refused the start (a node cannot run the job),\n"
+      "126 not executable, 127 not found, 128+N killed by signal N,\n"
       "200 stopped because another task failed or the coordinator was lost, else the command's own status.\n";
   return text;
 }

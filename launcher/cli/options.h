@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/choices.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "base/setting.h"
@@ -16,11 +17,6 @@
 namespace tfboot {
 
 enum class Mode { entrypoint, local, version, help };
-enum class IdentityFrom { automatic, hostname, ptr };
-enum class AddressMode { name, ip };
-enum class EnvCheck { warn, fail, off };
-// Whose environment each process of the command gets (docs/frameworks.md: PyTorch and JAX).
-enum class Framework { tensorflow, pytorch, jax };
 
 // Made by parse_options, which sets every default from its option table (docs/command-line.md):
 // the defaults are written there once, not here.
@@ -50,12 +46,13 @@ struct Options {
   int control_port = 0;
   std::chrono::milliseconds start_timeout{};
   EnvCheck env_check{};
+  PreflightLevel preflight{};  // docs/preflight.md
   bool control_source_check = true;  // a task's connection must come from an address its name resolves to
   std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;
   Framework framework{};
   bool framework_given = false;  // --framework or its twin, not the default
-  // N, gpu, cpu or auto, resolved with the host's facts (framework/nodes.h).
+  // N, gpu, cpu or auto, resolved with the host's facts (framework/nproc_per_node.h).
   Setting nproc_per_node;
   bool nproc_per_node_given = false;
   // Init mode: once the command succeeded, stay (idle) until stopped instead of exiting, so a
@@ -73,8 +70,10 @@ struct Options {
   // Where a failing exit's reason goes; unset: /dev/termination-log when it is writable.
   std::optional<Setting> termination_log;
   std::vector<std::string> command;  // empty: the default command
-  // Said once the log is configured: TFBOOT_* variables that are no option's twin (a typo such as
-  // TFBOOT_CLUSTR would otherwise be ignored in silence).
+  // --unknown-variables warn: a TFBOOT_* variable that is no option's twin is a warning, not an error.
+  bool warn_unknown_variables = false;
+  // Said once the log is configured: with --unknown-variables warn, TFBOOT_* variables that are
+  // no option's twin (a typo such as TFBOOT_CLUSTR would otherwise be ignored in silence).
   std::vector<std::string> warnings;
 };
 

@@ -56,9 +56,10 @@ Result<std::string> read_control_secret(const Setting& path) {
 
 std::string job_id_of_cluster(std::string_view cluster_json) { return sha256_hex(cluster_json).substr(0, 16); }
 
-std::string job_id(const TfConfig& config) {
-  // Taken from to_json's own output so that the text hashed is the one tfboot writes.
-  const std::string text = to_json(config);
+std::string job_id(const TfConfig& config) { return job_id_of_tf_config(to_json(config)); }
+
+std::string job_id_of_tf_config(const std::string& text) {
+  // In the order tfboot writes the cluster (chief, worker, ps, evaluator), not sorted.
   auto root = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.contains("cluster")) return job_id_of_cluster(text);
   return job_id_of_cluster(root["cluster"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

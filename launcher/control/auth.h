@@ -6,7 +6,8 @@
 #include <string_view>
 
 #include "base/error.h"
-#include "cli/options.h"
+#include "base/choices.h"
+#include "base/setting.h"
 #include "plan/tf_config.h"
 
 namespace tfboot {
@@ -22,6 +23,8 @@ Result<std::string> read_control_secret(const Setting& path);
 // writes it: tasks of another job, or of the same job with another size, get another id.
 std::string job_id_of_cluster(std::string_view cluster_json);
 std::string job_id(const TfConfig& config);
+// The same from TF_CONFIG's text as tfboot writes it (to_json): the one way a job id is made.
+std::string job_id_of_tf_config(const std::string& text);
 
 // 16 fresh random bytes as 32 hex characters; an error only when libsodium cannot start. (With no
 // randomness at all, neither getrandom(2) nor /dev/urandom, libsodium aborts the process.)

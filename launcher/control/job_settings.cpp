@@ -15,7 +15,6 @@ Result<void> check_job_settings(const JobSettings& settings) {
   if (!in_cluster(settings, settings.self)) return usage_error("task " + settings.self.text() + " is not in the cluster");
   if (!in_cluster(settings, settings.coordinator)) return usage_error("the coordinator " + settings.coordinator.text() + " is not in the cluster");
   if (settings.job_id.size() != 16) return usage_error("the job id must be 16 hex digits");
-  if (settings.start_timeout <= std::chrono::milliseconds::zero()) return usage_error("--start-timeout must be positive");
   if (settings.heartbeat_every <= std::chrono::milliseconds::zero() || settings.peer_silent_after <= settings.heartbeat_every) {
     return usage_error("the control channel's silence limit must be longer than its heartbeat period");
   }

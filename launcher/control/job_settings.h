@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cli/options.h"
+#include "base/choices.h"
+#include "base/setting.h"
 #include "control/protocol/protocol.h"
 
 namespace tfboot {
@@ -28,14 +29,17 @@ struct JobSettings {
   JobMember self;
   JobMember coordinator;             // chief:0 if the cluster has a chief, else worker:0
   int port = 2220;                   // --control-port (never 0 here)
-  std::chrono::milliseconds start_timeout{std::chrono::minutes(10)};
+  std::chrono::milliseconds start_timeout{std::chrono::minutes(10)};  // positive: check_options says so (plan/plan.h)
   EnvCheck env_check = EnvCheck::warn;
   std::optional<std::string> secret;  // read_control_secret()
   bool supervise = false;             // init mode: the link is kept after the start
   // PyTorch and JAX: the job is done when every task's command succeeded (as torchrun waits for
   // every rank), not when the coordinator's did (TensorFlow's chief).
   bool done_when_every_task_is = false;
-  // After the start, the coordinator's rules for the job (docs/supervision.md: Restarts and preemption): the
+  // PyTorch and JAX: the processes this node runs (--nproc-per-node resolved), which every node of
+  // the job must share; 0 for TensorFlow.
+  int processes_per_node = 0;
+  // After the start, the coordinator's rules for the job (docs/supervision.md: Job supervision, restarts in place): the
   // restarts made so far, the most made in place, a stop signal to one task passed to all.
   int restarts = 0;
   int max_restarts = 0;
@@ -64,6 +68,11 @@ struct JobSettings {
   std::chrono::milliseconds peer_silent_after{10000};
   std::chrono::milliseconds hello_timeout{10000};   // a connection must say hello within this
   std::chrono::milliseconds progress_every{10000};  // progress lines in the log
+  // --preflight (docs/preflight.md): the level (the coordinator's is the job's), what this task
+  // found on its node for its hello, and a shift of the wall clock the hello reports (tests only).
+  PreflightLevel preflight = PreflightLevel::off;
+  std::optional<NodeFigures> node_figures;
+  std::int64_t clock_offset_for_tests_ms = 0;
 };
 
 // Checks before any socket: the lists, the port, the tasks named (usage errors).

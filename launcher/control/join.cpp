@@ -4,6 +4,7 @@
 
 #include "control/auth.h"
 #include "control/join_sides.h"
+#include "version.h"
 
 namespace tfboot {
 
@@ -19,6 +20,13 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   if (hello.addresses.size() > 64) hello.addresses.resize(64);
   const Instant now = SteadyClock::now();
   hello.started_ms_ago = started_ms_ago(settings.started, now);
+  hello.processes = settings.processes_per_node;
+  hello.preflight = settings.node_figures;
+  if (hello.preflight) {  // bounded on the wire as every text is: a path or an error message
+    hello.preflight->log_root = hello.preflight->log_root.substr(0, 4096);
+    hello.preflight->problem = hello.preflight->problem.substr(0, 4096);
+  }
+  hello.tfboot = std::string(TFBOOT_VERSION_STRING " (" TFBOOT_COMMIT ")").substr(0, max_tfboot_version);
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
   // Before any connection is accepted, so that none is refused for want of a descriptor.
   auto room = make_room_for_tasks(settings.tasks.size());

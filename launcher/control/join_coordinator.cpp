@@ -9,12 +9,15 @@
 #include <future>
 #include <system_error>
 #include <map>
+#include <limits>
 #include <set>
+#include <tuple>
 #include <variant>
 
 #include "base/text.h"
 #include "control/auth.h"
 #include "control/link.h"
+#include "control/refusals.h"
 
 namespace tfboot {
 namespace {
@@ -28,6 +31,7 @@ struct Candidate {
   bool refused = false;           // told why; closed once that is delivered or after `linger`
   short watched = 0;              // the events the event set has for it
   std::string source;             // the peer's address without its port
+  std::optional<Abort> version_mismatch;  // its hello speaks another protocol than ours
 };
 
 std::vector<std::vector<std::string>> addresses_of(const std::vector<MemberInfo>& members) {
@@ -51,13 +55,17 @@ class CoordinatorBarrier {
         connection_cap_(std::min(2 * settings.tasks.size() + 80, room)),
         listener_(std::move(listener)),
         events_(std::move(events)),
-        barrier_(BarrierSettings{settings.job_id, settings.tasks, own, settings.env_check, settings.peer_silent_after}),
+        barrier_(BarrierSettings{settings.job_id, settings.tasks, own, settings.env_check, settings.peer_silent_after,
+                                 settings.preflight, PreflightBounds{}}),
         started_(now),
         own_start_(now - std::chrono::milliseconds(own.started_ms_ago)),
+        own_(own),
         deadline_(now + settings.start_timeout),
         next_heartbeat_(now + settings.heartbeat_every),
         next_progress_(now + settings.progress_every),
-        next_sweep_(now + sweep_every) {
+        next_sweep_(now + sweep_every),
+        refused_for_load_(settings.progress_every),
+        refused_hellos_(settings.progress_every) {
     events_.watch(listener_.fd(), listener_key, POLLIN);
   }
 
@@ -78,6 +86,7 @@ class CoordinatorBarrier {
       }
       housekeeping(now);
       if (auto waited = wait_once(); !waited) return std::unexpected(waited.error());
+      if (version_abort_) return start(std::move(*version_abort_));
     }
   }
 
@@ -121,6 +130,7 @@ class CoordinatorBarrier {
     if (candidate.channel.broken()) {
       barrier_.on_closed(it->first, candidate.channel.problem());
       uncount(it->first, candidate);
+      refused_.erase(it->first);
       connections_.erase(it);  // its descriptor closes, and leaves the event set with it
       return;
     }
@@ -132,15 +142,19 @@ class CoordinatorBarrier {
 
   // Connections that have not yet said an accepted hello have a budget of their own, so that
   // strangers (without the secret, or slow, or silent) cannot crowd out a task that proves
-  // itself: when it is spent, the oldest unproven connection past `hello_grace` makes room (of
-  // the newcomer's own address first), and only when there is none is the newcomer refused,
-  // saying why. One address keeps at most `unproven_per_source` past their grace.
+  // itself. When it is spent, room is made by fairness, not age: the address holding the most
+  // unproven connections loses its oldest, so a newcomer from an address that holds fewer always
+  // gets in, however strangers time their connections. A newcomer from the greediest address
+  // competes only with that address's own connections (its oldest, past `hello_grace`), and is
+  // refused, saying why, when there is none. A few per turn: a flood waits in the listen queue
+  // and never holds up the heartbeats.
   void accept_connections(Instant now) {
-    while (auto accepted = accept_one(listener_.fd())) {
-      const std::string source = address_of_peer(accepted->second);
-      const bool full = connections_.size() >= connection_cap_ || unproven_.size() >= unproven_budget();
-      if (full && !evict_for(source, now)) {
-        refuse_for_load(std::move(accepted->first), accepted->second, now);
+    for (std::size_t taken = 0; taken < accepts_per_turn; ++taken) {
+      auto accepted = accept_one(listener_.fd(), "control channel");
+      if (!accepted) return;
+      const std::string source = address_of_peer(accepted.peer);
+      if (!make_room_for(source, now)) {
+        refuse_for_load(std::move(accepted.socket), accepted.peer, now);
         continue;
       }
       auto nonce = make_nonce();
@@ -148,35 +162,53 @@ class CoordinatorBarrier {
         log::error("{}", nonce.error().message);
         continue;
       }
-      Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value()};
-      Candidate candidate{MessageConnection(std::move(accepted->first), accepted->second, max_task_message, now), challenge, now};
+      Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value(), own_.protocol, own_.tfboot};
+      Candidate candidate{MessageConnection(std::move(accepted.socket), accepted.peer, max_task_message, now), challenge, now};
       candidate.source = source;
       candidate.channel.send(challenge);
       const ConnectionId id = next_id_++;
-      unproven_.insert(id);
-      auto& from_source = unproven_by_source_[source];
-      from_source.insert(id);
-      if (from_source.size() > unproven_per_source) evict_oldest(from_source, now);
+      count_unproven(id, source);
       settle(connections_.emplace(id, std::move(candidate)).first);
     }
   }
 
   std::size_t unproven_budget() const { return settings_.tasks.size() + 64; }
 
-  // Closes the oldest unproven connection past its grace, of `source` first: whether one was.
-  bool evict_for(const std::string& source, Instant now) {
-    if (auto mine = unproven_by_source_.find(source); mine != unproven_by_source_.end() && evict_oldest(mine->second, now)) return true;
-    return evict_oldest(unproven_, now);
+  // Whether a newcomer from `source` has room, made if need be. Refused connections waiting to
+  // read why go first when the descriptors run short: they have been answered.
+  bool make_room_for(const std::string& source, Instant now) {
+    if (connections_.size() >= connection_cap_ && !refused_.empty()) close_connection(*refused_.begin(), "refused");
+    const bool full = connections_.size() >= connection_cap_ || unproven_.size() >= unproven_budget();
+    return !full || evict_for(source, now);
   }
 
-  bool evict_oldest(const std::set<ConnectionId>& ids, Instant now) {
-    if (ids.empty()) return false;  // ids count up with time: the first is the oldest
-    auto it = connections_.find(*ids.begin());
-    if (it == connections_.end() || now - it->second.opened < hello_grace) return false;
+  // Closes an unproven connection to make room for one from `source`: whether one was.
+  bool evict_for(const std::string& source, Instant now) {
+    if (greediest_.empty()) return false;
+    const auto& [count, order, greedy] = *greediest_.rbegin();
+    auto mine = unproven_by_source_.find(source);
+    const std::size_t own = mine == unproven_by_source_.end() ? 0 : mine->second.size();
+    if (count > own) return evict(*unproven_by_source_.at(greedy).begin(), now);
+    if (mine == unproven_by_source_.end()) return false;
+    const ConnectionId oldest = *mine->second.begin();  // ids count up with time
+    auto it = connections_.find(oldest);
+    return it != connections_.end() && now - it->second.opened >= hello_grace && evict(oldest, now);
+  }
+
+  bool evict(ConnectionId id, Instant now) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return false;
     log::debug("control channel: closed {}, {} without a hello, to make room", it->second.channel.peer(), seconds_text(now - it->second.opened));
     it->second.channel.fail("no hello within " + seconds_text(now - it->second.opened) + ", closed to make room");
     settle(it);
     return true;
+  }
+
+  void close_connection(ConnectionId id, const std::string& why) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    it->second.channel.fail(why);
+    settle(it);
   }
 
   void refuse_for_load(Socket socket, const std::string& peer, Instant now) {
@@ -184,19 +216,34 @@ class CoordinatorBarrier {
     channel.send(Refused{"too many connections awaiting their hello (" + std::to_string(unproven_.size()) +
                          "; strangers without the secret?); retry"});
     channel.shutdown_write();
-    if (refused_for_load_++ == 0 || now >= next_load_warning_) {
-      log::warn("control channel: refused a connection from {}: {} connections await their hello, none for longer than {} "
-                "(refused {} so far)", peer, unproven_.size(), seconds_text(hello_grace), refused_for_load_);
-      next_load_warning_ = now + settings_.progress_every;
-    }
+    const std::string what = "a connection from " + peer + ": " + std::to_string(unproven_.size()) +
+                             " connections await their hello, the most of them from its own address";
+    if (auto line = refused_for_load_.note(what, now)) log::warn("control channel: {}", *line);
+  }
+
+  // The index of addresses by how many unproven connections each holds, and among equals by
+  // whose oldest is the oldest: its last entry is the address that loses one to make room.
+  using GreedKey = std::tuple<std::size_t, ConnectionId, std::string>;
+  static GreedKey greed_of(const std::string& source, const std::set<ConnectionId>& ids) {
+    return {ids.size(), std::numeric_limits<ConnectionId>::max() - *ids.begin(), source};
+  }
+
+  void count_unproven(ConnectionId id, const std::string& source) {
+    auto& ids = unproven_by_source_[source];
+    if (!ids.empty()) greediest_.erase(greed_of(source, ids));
+    ids.insert(id);
+    greediest_.insert(greed_of(source, ids));
+    unproven_.insert(id);
   }
 
   void uncount(ConnectionId id, const Candidate& candidate) {
     if (unproven_.erase(id) == 0) return;
     auto mine = unproven_by_source_.find(candidate.source);
     if (mine == unproven_by_source_.end()) return;
+    greediest_.erase(greed_of(candidate.source, mine->second));
     mine->second.erase(id);
     if (mine->second.empty()) unproven_by_source_.erase(mine);
+    else greediest_.insert(greed_of(candidate.source, mine->second));
   }
 
   void read_lines(ConnectionId id, Candidate& candidate, Instant now) {
@@ -218,18 +265,18 @@ class CoordinatorBarrier {
 
   void on_hello(ConnectionId id, Candidate& candidate, const Hello& hello, Instant now) {
     if (banned_.contains({hello.task, candidate.source})) {
-      log::warn("start barrier: refused {} from {}: dropped before as a stranger in its place", hello.task.text(), candidate.channel.peer());
+      log_refused_hello(hello.task.text() + " from " + candidate.channel.peer() + ": dropped before as a stranger in its place", now);
       return refuse(id, candidate, "a connection from " + candidate.source + " claimed " + hello.task.text() +
                                        " before, and its name does not resolve to that address");
     }
     if (auto proven = check_hello_proof(hello, candidate.challenge, settings_.secret); !proven) {
-      log::warn("start barrier: refused {} claiming {} from {}: {}", hello.host, hello.task.text(), candidate.channel.peer(), proven.error().message);
+      log_refused_hello(hello.host + " claiming " + hello.task.text() + " from " + candidate.channel.peer() + ": " + proven.error().message, now);
       barrier_.note_problem(hello.task, proven.error().message + " from " + candidate.channel.peer());
       return refuse(id, candidate, "authentication failed");
     }
-    HelloVerdict verdict = barrier_.on_hello(id, hello, candidate.channel.peer(), now);
+    HelloVerdict verdict = barrier_.on_hello(id, hello, candidate.channel.peer(), now, clock_offset_of(hello, candidate, now));
     if (!verdict.accepted) {
-      log::warn("start barrier: refused {} from {}: {}", hello.task.text(), candidate.channel.peer(), verdict.reason);
+      log_refused_hello(hello.task.text() + " from " + candidate.channel.peer() + ": " + verdict.reason, now);
       return refuse(id, candidate, verdict.reason);
     }
     if (verdict.replaced) {
@@ -245,10 +292,39 @@ class CoordinatorBarrier {
     const BarrierProgress progress = barrier_.progress();
     candidate.channel.send(Accepted{proof, progress});
     log::info("start barrier: {} ({}) is present; {}/{}", hello.task.text(), hello.host, progress.present, settings_.tasks.size());
+    // A task of another version ends the start for every task, itself included; accepted first, so
+    // that a task older than the version check obeys the abort that names both versions. With the
+    // secret it proved to be the job's: at once. Without, it may be a stranger in a task's place:
+    // when the barrier would start, after the check of the job's names has dropped strangers.
+    candidate.version_mismatch = protocol_mismatch(hello, candidate.channel.peer(), own_);
+    if (candidate.version_mismatch && settings_.secret && !version_abort_) version_abort_ = candidate.version_mismatch;
+  }
+
+  // The task's wall clock against ours when it sent its hello (docs/preflight.md): our clock then
+  // is ours now less half the time from the challenge to the hello, which is one round trip.
+  static std::optional<std::int64_t> clock_offset_of(const Hello& hello, const Candidate& candidate, Instant now) {
+    if (!hello.wall_ms) return std::nullopt;
+    const auto round_trip = std::chrono::duration_cast<std::chrono::milliseconds>(now - candidate.opened).count();
+    return *hello.wall_ms - (wall_clock_ms() - round_trip / 2);
+  }
+
+  // The first present task's version mismatch, if any.
+  std::optional<Abort> present_version_mismatch() const {
+    for (const auto& present : barrier_.present_tasks()) {
+      auto it = connections_.find(present.connection);
+      if (it != connections_.end() && it->second.version_mismatch) return it->second.version_mismatch;
+    }
+    return std::nullopt;
+  }
+
+  // A hello refused: the first at once, then a line per interval (anyone can send hellos).
+  void log_refused_hello(const std::string& what, Instant now) {
+    if (auto line = refused_hellos_.note(what, now)) log::warn("start barrier: {}", *line);
   }
 
   void refuse(ConnectionId id, Candidate& candidate, const std::string& reason) {
     uncount(id, candidate);
+    refused_.insert(id);
     candidate.channel.send(Refused{reason});
     candidate.channel.shutdown_write();
     candidate.refused = true;
@@ -373,10 +449,11 @@ class CoordinatorBarrier {
     std::string message = "start barrier incomplete after " + seconds_text(settings_.start_timeout) + ": " +
                           std::to_string(barrier_.progress().present) + "/" + std::to_string(settings_.tasks.size()) +
                           " tasks present; missing " + barrier_.missing_report();
+    if (auto mismatch = present_version_mismatch()) message += "; and " + mismatch->message;
     auto channels = present_channels();
     const EncodedMessage abort = encoded(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
     for (MessageConnection* channel : channels) channel->send(abort);
-    deliver(channels, SteadyClock::now() + linger);
+    close_gently(channels, SteadyClock::now() + linger);
     return make_error(exit_code::start_barrier_incomplete, message);
   }
 
@@ -388,7 +465,7 @@ class CoordinatorBarrier {
   // A task answers the challenge within milliseconds; an unproven connection older than this
   // may be closed to make room for another.
   static constexpr std::chrono::seconds hello_grace{2};
-  static constexpr std::size_t unproven_per_source = 64;
+  static constexpr std::size_t accepts_per_turn = 32;
   const JobSettings& settings_;
   std::size_t connection_cap_;
   Socket listener_;
@@ -398,11 +475,13 @@ class CoordinatorBarrier {
   std::set<ConnectionId> unproven_;  // connections without an accepted hello (nor a refusal)
   std::set<std::pair<JobMember, std::string>> banned_;  // a task and an address found as a stranger in its place
   std::map<std::string, std::set<ConnectionId>> unproven_by_source_;
-  std::size_t refused_for_load_ = 0;
-  Instant next_load_warning_{};
+  std::set<GreedKey> greediest_;    // unproven_by_source_ ordered by greed_of
+  std::set<ConnectionId> refused_;  // told why, waiting to read it before the close
   ConnectionId next_id_ = 1;  // 0 is the coordinator's own entry in the barrier
   Instant started_;
   Instant own_start_;  // when this tfboot started
+  Hello own_;          // the coordinator's own hello: its protocol and tfboot versions
+  std::optional<Abort> version_abort_;  // a task of another version proved the secret
   Instant deadline_;
   Instant next_heartbeat_;
   Instant next_progress_;
@@ -412,14 +491,20 @@ class CoordinatorBarrier {
   UniqueFd verified_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::optional<std::future<Result<VerifiedMembers>>> verification_;
   std::vector<MemberInfo> pending_members_;  // what the running verification checks; then its answers
+  // Refusals in the log at a bounded rate: a flood of strangers is a line per interval.
+  RefusalTally refused_for_load_;
+  RefusalTally refused_hellos_;
 };
 
 Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, Abort> decision) {
+  // Another version explains whatever else the barrier found (the environment check, the names).
+  if (auto mismatch = present_version_mismatch()) decision = *mismatch;
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
     const EncodedMessage message = encoded(fitted_to_the_wire(*abort));
     for (MessageConnection* channel : channels) channel->send(message);
     deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
+    close_gently(channels, SteadyClock::now() + linger);
     return make_error(abort->code, abort->message);
   }
   Start& start = std::get<Start>(decision);
@@ -472,7 +557,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     tasks.emplace(it->first, LinkedTask{present.task, std::move(it->second.channel)});
   }
   StartInfo info{start.environment_differences, start.tasks,        settings_.supervise, start.names_verified,
-                 addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together};
+                 addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
   return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched, now);
 }

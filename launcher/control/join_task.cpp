@@ -32,7 +32,7 @@ class TaskBarrier {
       timers(now);
       std::vector<pollfd> fds;
       if (channel_) fds.push_back({channel_->fd(), phase_ == Phase::connecting ? short(POLLOUT) : channel_->events(), 0});
-      if (auto polled = poll_until(fds, next_timer()); !polled) return std::unexpected(polled.error());
+      if (auto polled = poll_until(fds, next_timer(), "control channel"); !polled) return std::unexpected(polled.error());
       if (!channel_ || fds[0].revents == 0) continue;
       if (auto outcome = on_ready(fds[0].revents, SteadyClock::now())) return std::move(*outcome);
     }
@@ -194,6 +194,11 @@ std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Me
   if (const Refused* refusal = std::get_if<Refused>(&message)) {
     refused(channel_->peer() + " refused us: " + refusal->reason, now);
   } else if (const Challenge* challenge = std::get_if<Challenge>(&message); challenge && phase_ == Phase::greeting && challenge_.nonce.empty()) {
+    // Another version at the coordinator's address is a job that cannot start: said at once, not
+    // retried until the deadline.
+    if (auto same = check_coordinator_protocol(*challenge, hello_, coordinator_text() + " at " + channel_->peer()); !same) {
+      return std::unexpected(same.error());
+    }
     on_challenge(*challenge, now);
   } else if (const Accepted* accepted = std::get_if<Accepted>(&message); accepted && phase_ == Phase::greeting && !challenge_.nonce.empty()) {
     on_accepted(*accepted, now);
@@ -227,6 +232,7 @@ void TaskBarrier::on_challenge(const Challenge& challenge, Instant now) {
     hello_.proof = task_proof(*settings_.secret, challenge_, hello_);
   }
   hello_.started_ms_ago = started_ms_ago(settings_.started, now);
+  if (settings_.preflight != PreflightLevel::off) hello_.wall_ms = wall_clock_ms() + settings_.clock_offset_for_tests_ms;
   channel_->send(hello_);
 }
 
@@ -247,7 +253,7 @@ Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Insta
   log_differences(start.environment_differences);
   log::info("start barrier: the coordinator says start");
   StartInfo info{start.environment_differences, start.tasks,        start.supervised,   start.names_verified,
-                 {},                              start.restarts, start.max_restarts, start.stop_together};
+                 {},                              start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms};
   if (start.addresses) {
     for (const auto& entry : *start.addresses) {
       auto parts = split_non_empty(entry, ',');

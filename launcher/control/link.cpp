@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "control/refusals.h"
 
 namespace tfboot {
 namespace {
@@ -31,7 +32,8 @@ class CoordinatorLink final : public JobLink {
         tasks_(std::move(tasks)),
         monitor_(settings.self, watched, settings.peer_silent_after, now,
                  JobRules{settings.done_when_every_task_is, start_info_.restarts, start_info_.max_restarts, start_info_.stop_together}),
-        next_heartbeat_(now + settings.heartbeat_every) {
+        next_heartbeat_(now + settings.heartbeat_every),
+        latecomers_(settings.progress_every) {
     for (auto& [key, linked] : tasks_) look_after(key, linked);
   }
 
@@ -48,7 +50,7 @@ class CoordinatorLink final : public JobLink {
     if (!ready) log::warn("{}", ready.error().message);
     for (const auto& [key, revents] : ready ? *ready : std::vector<EventSet::Ready>{}) {
       if (key == listener_key) {
-        if (listener_) refuse_latecomers();
+        if (listener_) refuse_latecomers(now);
         continue;
       }
       auto it = tasks_.find(key);
@@ -154,15 +156,23 @@ class CoordinatorLink final : public JobLink {
     if (std::holds_alternative<Restart>(*decision.broadcast)) listener_.reset();
   }
 
-  // The job has started: a new hello is refused at once, with no state kept for it.
-  void refuse_latecomers() {
-    while (auto accepted = accept_one(listener_.fd())) {
-      MessageConnection channel(std::move(accepted->first), accepted->second, max_task_message, SteadyClock::now());
+  // The job has started: a new hello is refused at once, with no state kept for it. A few per
+  // turn, so that a flood of connections waits in the listen queue and never holds up a
+  // heartbeat; the log gets a line per interval, with the count.
+  void refuse_latecomers(Instant now) {
+    for (std::size_t taken = 0; taken < latecomers_per_turn; ++taken) {
+      auto accepted = accept_one(listener_.fd(), "control channel");
+      if (!accepted) return;
+      MessageConnection channel(std::move(accepted.socket), accepted.peer, max_task_message, now);
       channel.send(Refused{"job already started"});
       channel.shutdown_write();
-      log::info("control channel: refused a connection from {}: job already started", accepted->second);
+      if (auto line = latecomers_.note("a connection from " + accepted.peer + ": job already started", now)) {
+        log::info("control channel: {}", *line);
+      }
     }
   }
+
+  static constexpr std::size_t latecomers_per_turn = 32;
 
   std::chrono::milliseconds heartbeat_every_;
   Socket listener_;
@@ -173,6 +183,7 @@ class CoordinatorLink final : public JobLink {
   JobMonitor monitor_;
   Instant next_heartbeat_;
   std::vector<JobEvent> own_restart_;  // decided on our own command's failure, for the next process()
+  RefusalTally latecomers_;            // connections refused after the start, for the log
 };
 
 // A task's side after the start: heartbeats to the coordinator, its done/stop in, our exit out.

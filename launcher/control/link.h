@@ -29,6 +29,8 @@ struct StartInfo {
   int restarts = 0;
   int max_restarts = 0;
   bool stop_together = false;
+  // --preflight passed: every task's clock offset from the coordinator's, in ms, in cluster order.
+  std::optional<std::vector<std::int64_t>> clock_offsets_ms;
 };
 
 class JobLink {

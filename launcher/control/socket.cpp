@@ -1,4 +1,4 @@
-// The control channel's sockets: Socket, MessageConnection and the poll, listen, accept and connect steps.
+// The control channel's sockets: MessageConnection, the event set and the listen, deliver and connect steps.
 #include "control/socket.h"
 
 #include <arpa/inet.h>
@@ -14,9 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "base/listener.h"
 #include "base/log.h"
-#include "plan/cluster.h"
 
 namespace tfboot {
 namespace {
@@ -28,26 +26,6 @@ constexpr int listen_backlog = 4096;
 
 // A peer that does not read what we send is cut off before we hold more than this for it.
 constexpr std::size_t max_queued_output = 2 * max_coordinator_message;
-
-std::string address_text(const sockaddr_storage& address) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    if (!::inet_ntop(AF_INET, &v4.sin_addr, host, sizeof host)) return "?";
-    port = ntohs(v4.sin_port);
-    return join_host_port(host, port);
-  }
-  const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address);
-  port = ntohs(v6.sin6_port);
-  // The dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; shown as the IPv4 they are.
-  if (IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr)) {
-    if (!::inet_ntop(AF_INET, &v6.sin6_addr.s6_addr[12], host, sizeof host)) return "?";
-    return join_host_port(host, port);
-  }
-  if (!::inet_ntop(AF_INET6, &v6.sin6_addr, host, sizeof host)) return "?";
-  return join_host_port(host, port);
-}
 
 // Bytes sent but not yet acknowledged by the peer; 0 when the kernel cannot tell.
 int unacknowledged(int fd) {
@@ -154,24 +132,6 @@ Result<std::size_t> make_room_for_tasks(std::size_t tasks) {
   return static_cast<std::size_t>(limit.rlim_cur - 64);
 }
 
-Result<void> poll_until(std::vector<pollfd>& fds, Instant until) {
-  auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - SteadyClock::now());
-  int timeout = static_cast<int>(std::clamp<std::chrono::milliseconds::rep>(wait.count(), 0, 60'000));
-  if (::poll(fds.data(), fds.size(), timeout) >= 0) return {};
-  if (errno == EINTR) {
-    for (auto& fd : fds) fd.revents = 0;
-    return {};
-  }
-  return errno_error(exit_code::resources, "control channel: poll", errno);
-}
-
-short revents_of(const std::vector<pollfd>& fds, int fd) {
-  for (const auto& entry : fds) {
-    if (entry.fd == fd) return entry.revents;
-  }
-  return 0;
-}
-
 void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
   while (SteadyClock::now() < until) {
     std::vector<pollfd> fds;
@@ -181,31 +141,35 @@ void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
         fds.push_back({channel->fd(), channel->events(), 0});
       }
     }
-    if (fds.empty() || !poll_until(fds, std::min(until, SteadyClock::now() + 20ms))) return;
+    if (fds.empty() || !poll_until(fds, std::min(until, SteadyClock::now() + 20ms), "control channel")) return;
     for (MessageConnection* channel : channels) {
       if (revents_of(fds, channel->fd()) & (POLLIN | POLLHUP | POLLERR)) channel->receive(SteadyClock::now());
     }
   }
 }
 
-// Dual-stack where the host has IPv6, so that tasks reach us over either family; IPv4 otherwise.
-Result<Socket> open_listener(int port) {
-  auto listener = listen_on_every_address(port, listen_backlog, "--control-port " + std::to_string(port));
-  if (!listener) return std::unexpected(listener.error());
-  return Socket(listener->release());
+void close_gently(const std::vector<MessageConnection*>& channels, Instant until) {
+  deliver(channels, until);
+  for (MessageConnection* channel : channels) channel->shutdown_write();
+  while (SteadyClock::now() < until) {
+    std::vector<pollfd> fds;
+    for (MessageConnection* channel : channels) {
+      if (!channel->broken()) fds.push_back({channel->fd(), POLLIN, 0});
+    }
+    if (fds.empty() || !poll_until(fds, until, "control channel")) return;
+    for (MessageConnection* channel : channels) {
+      if (revents_of(fds, channel->fd()) & (POLLIN | POLLHUP | POLLERR)) {
+        channel->receive(SteadyClock::now());
+        while (channel->next_line()) {
+        }
+      }
+    }
+  }
 }
 
-std::optional<std::pair<Socket, std::string>> accept_one(int listener) {
-  sockaddr_storage address{};
-  socklen_t size = sizeof address;
-  int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &size, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) {
-    // EAGAIN: none left. A connection that died in the backlog or a lack of descriptors is
-    // logged and skipped: the listener stays, and the peer retries.
-    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) log::debug("control channel: {}", errno_text("accept", errno));
-    return std::nullopt;
-  }
-  return std::pair{Socket(fd), address_text(address)};
+// Dual-stack where the host has IPv6, so that tasks reach us over either family; IPv4 otherwise.
+Result<Socket> open_listener(int port) {
+  return listen_on_every_address(port, listen_backlog, "--control-port " + std::to_string(port));
 }
 
 Result<Socket> start_connect(const std::string& host, int port) {

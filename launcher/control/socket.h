@@ -1,6 +1,7 @@
-// The control channel's sockets: an owned descriptor, a MessageConnection that frames messages in and
-// queues them out, and the poll(2), listen, accept and connect steps around them. Every
-// descriptor is non-blocking and CLOEXEC; every system call is checked.
+// The control channel's sockets: a MessageConnection that frames messages in and queues them out,
+// the event set over many, and the listen, deliver and connect steps around them (the socket
+// itself, accept and poll: base/socket.h). Every descriptor is non-blocking and CLOEXEC; every
+// system call is checked.
 #pragma once
 
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/socket.h"
 #include "base/unique_fd.h"
 #include "control/protocol/messages.h"
 
@@ -23,19 +25,6 @@ namespace tfboot {
 
 // A refused or finished peer gets this long to read our last message before the close.
 inline constexpr std::chrono::seconds linger{1};
-
-// A socket's descriptor, owned: closed with it.
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  int fd() const { return fd_.get(); }
-  explicit operator bool() const { return static_cast<bool>(fd_); }
-  void reset() { fd_.reset(); }
-
- private:
-  UniqueFd fd_;
-};
 
 // A message encoded once, shared by every connection it is queued on (a start or a heartbeat to
 // thousands of tasks costs one encoding and no copies).
@@ -109,24 +98,19 @@ class EventSet {
 // connections the limit then allows.
 Result<std::size_t> make_room_for_tasks(std::size_t tasks);
 
-// poll(2) until `until`; EINTR is a wake-up with nothing ready. Any other failure is
-// exit_code::resources.
-Result<void> poll_until(std::vector<pollfd>& fds, Instant until);
-
-// The revents poll(2) left for `fd` in `fds`; 0 when it is not there.
-short revents_of(const std::vector<pollfd>& fds, int fd);
-
 // Until everything queued on `channels` has been acknowledged by the peers, or `until`: a close
 // with unread input sends a reset, and a reset throws away what the peer has not yet received.
 // What arrives meanwhile stays buffered in the channels for whoever reads them next.
 void deliver(const std::vector<MessageConnection*>& channels, Instant until);
 
+// A last word: delivers what is queued (as deliver), ends our side, then reads and drops what the
+// peers still send until each has closed, or until `until`. A peer that answers a last message
+// (a heartbeat after an abort) then reads the end, not a reset.
+void close_gently(const std::vector<MessageConnection*>& channels, Instant until);
+
 // The coordinator's listener on every address: dual-stack where the host has IPv6, IPv4
 // otherwise. An error is exit_code::resources naming --control-port.
 Result<Socket> open_listener(int port);
-
-// Accepts one pending connection with the peer's "host:port"; nullopt when none is pending.
-std::optional<std::pair<Socket, std::string>> accept_one(int listener);
 
 // A non-blocking connect to a numeric address; its outcome shows when the socket turns writable.
 Result<Socket> start_connect(const std::string& host, int port);

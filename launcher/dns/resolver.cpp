@@ -114,35 +114,33 @@ class CaresResolver final : public Resolver {
       channel_ = nullptr;
       return make_error(exit_code::resources, std::string("cannot set up the DNS resolver: ") + ares_strerror(status));
     }
-    std::string list = settings.servers_csv;
-    std::string source = settings.servers_source;
-    if (list.empty()) {
-      for (const auto& server : settings.nameservers) {
-        list += (list.empty() ? "" : ",") + (server.find(':') != std::string::npos ? "[" + server + "]" : server);
-      }
-      if (list.empty()) list = "127.0.0.1";
-      source = "/etc/resolv.conf";
+    if (!settings.servers.empty()) return use_servers(settings.servers, settings.servers_given);
+    std::string list;
+    for (const auto& server : settings.nameservers) {
+      list += (list.empty() ? "" : ",") + (server.find(':') != std::string::npos ? "[" + server + "]" : server);
     }
-    return use_servers(list, source);
+    if (list.empty()) list = "127.0.0.1";
+    auto servers = parse_dns_servers(list, "/etc/resolv.conf");
+    if (!servers) return std::unexpected(servers.error());
+    return use_servers(*servers, "/etc/resolv.conf '" + list + "'");
   }
 
-  Result<void> use_servers(const std::string& list, const std::string& source) {
-    auto servers = parse_dns_servers(list, source);
-    if (!servers) return std::unexpected(servers.error());
-    std::vector<ares_addr_port_node> nodes(servers->size());
+  // `given` names the list in errors: "--dns-server '10.0.0.1'".
+  Result<void> use_servers(const std::vector<DnsServer>& servers, const std::string& given) {
+    std::vector<ares_addr_port_node> nodes(servers.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
-      const DnsServer& server = (*servers)[i];
+      const DnsServer& server = servers[i];
       ares_addr_port_node& node = nodes[i];
       node.next = i + 1 < nodes.size() ? &nodes[i + 1] : nullptr;
       node.family = server.address.find(':') == std::string::npos ? AF_INET : AF_INET6;
       if (inet_pton(node.family, server.address.c_str(), &node.addr) != 1) {
-        return usage_error(source + ": '" + server.address + "' is not a numeric address");
+        return usage_error(given + ": '" + server.address + "' is not a numeric address");
       }
       node.udp_port = server.port;
       node.tcp_port = server.port;
     }
     int status = ares_set_servers_ports(channel_, nodes.data());
-    if (status != ARES_SUCCESS) return usage_error(source + " '" + list + "': " + ares_strerror(status));
+    if (status != ARES_SUCCESS) return usage_error(given + ": " + ares_strerror(status));
     return {};
   }
 

@@ -35,8 +35,10 @@ class Resolver {
 };
 
 struct ResolverSettings {
-  std::string servers_csv;  // "ip[:port],..." (see parse_dns_servers) or empty for resolv.conf's
-  std::string servers_source;
+  // --dns-server as check_options parsed it, and the setting as given ("--dns-server '10.0.0.1'")
+  // for errors; empty: resolv.conf's nameservers.
+  std::vector<DnsServer> servers;
+  std::string servers_given;
   std::chrono::milliseconds per_try_timeout{500};
   // What /etc/resolv.conf says, as tfboot read it (host_facts.h): c-ares is never let near the
   // /etc files itself, since a FIFO or a device there would block it for ever. No nameserver:

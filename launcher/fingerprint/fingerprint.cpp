@@ -122,4 +122,11 @@ std::vector<std::string> compare_fingerprints(const std::vector<std::pair<std::s
   return lines;
 }
 
+int accelerator_count(const Fingerprint& fingerprint) {
+  int count = 0;
+  const std::string& text = fingerprint.gpu_count;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), count);
+  return error == std::errc{} && end == text.data() + text.size() && count > 0 ? count : 0;
+}
+
 }  // namespace tfboot

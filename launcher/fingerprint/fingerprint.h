@@ -57,6 +57,9 @@ struct FingerprintField {
 };
 extern const std::array<FingerprintField, 13> fingerprint_fields;
 
+// The GPUs the driver lists (gpu_count), 0 when absent: what --preflight compares between tasks.
+int accelerator_count(const Fingerprint& fingerprint);
+
 // A value as stored: characters outside printable ASCII dropped, spaces trimmed, cut to
 // max_fingerprint_value; "absent" when nothing is left. Files and peers' JSON both go through it.
 std::string clean_fingerprint_value(std::string_view text);

@@ -3,6 +3,7 @@
 #include "flow/job.h"
 
 #include <algorithm>
+#include <charconv>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -15,8 +16,9 @@
 #include "fingerprint/fingerprint.h"
 #include "flow/member_names.h"
 #include "flow/observed.h"
+#include "flow/preflight.h"
 #include "flow/processes.h"
-#include "observe/metrics.h"
+#include "observe/phase_clock.h"
 
 namespace tfboot {
 namespace {
@@ -48,8 +50,7 @@ Result<std::string> job_id_of(const Options& options, const Plan& plan) {
   by_name.print = true;  // the job id needs no check of the environment's size limit
   auto text = make_tf_config_text(by_name, plan, {});
   if (!text) return std::unexpected(text.error());
-  auto config = nlohmann::json::parse(*text, nullptr, false);
-  return job_id_of_cluster(config.is_object() ? config["cluster"].dump() : *text);
+  return job_id_of_tf_config(*text);
 }
 
 // A name that points elsewhere may be a stale record in a DNS cache: it is asked again for this
@@ -58,13 +59,13 @@ constexpr auto stale_record_window = 60s;
 
 // On the coordinator, once every task is present: every name resolved once, then compared with
 // the addresses its task reported.
-Result<VerifiedMembers> verify_member_names(const Options& options, const HostFacts& facts,
+Result<VerifiedMembers> verify_member_names(const Options& options, const std::vector<DnsServer>& dns_servers, const HostFacts& facts,
                                                     const std::vector<PeerAddress>& peers,
                                                     const std::vector<MemberInfo>& members, Instant deadline) {
   observe::PhaseTimer timer(observe::Phase::name_check);  // docs/observing.md
   if (members.size() != peers.size()) return make_error(exit_code::peers_unresolved, "the start barrier's table does not match the cluster");
   deadline = std::min(deadline, SteadyClock::now() + options.wait);
-  auto dns = resolve_peer_names(options, peers, facts, deadline);
+  auto dns = resolve_peer_names(options, dns_servers, peers, facts, deadline);
   if (!dns) return std::unexpected(dns.error());
   auto check = check_member_names(members, dns->names, options.control_source_check);
   const Instant give_up = std::min(deadline, SteadyClock::now() + stale_record_window);
@@ -77,7 +78,7 @@ Result<VerifiedMembers> verify_member_names(const Options& options, const HostFa
     for (std::size_t i : check.mismatched) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(give_up - SteadyClock::now());
       if (left.count() <= 0) break;
-      auto again = resolve_once(options, facts, peers[i], std::min<std::chrono::milliseconds>(left, 2s));
+      auto again = resolve_once(options, dns_servers, facts, peers[i], std::min<std::chrono::milliseconds>(left, 2s));
       dns->names[i].resolved = again.has_value();
       dns->names[i].addresses = again ? *again : std::vector<std::string>{};
     }
@@ -118,10 +119,13 @@ Result<JobSettings> settings_for(const Options& options, const Plan& plan, const
   const PeerAddress coordinator = *peer_of(plan, settings.coordinator);
   settings.coordinator_name = coordinator.name;
   // Asked again before each connection: a restarted coordinator pod comes back with a new IP.
-  settings.coordinator_addresses = [options, facts, coordinator]() { return resolve_once(options, facts, coordinator, 2s); };
+  settings.coordinator_addresses = [options, dns_servers = plan.dns_servers, facts, coordinator]() {
+    return resolve_once(options, dns_servers, facts, coordinator, 2s);
+  };
   if (options.wait.count() > 0) {
-    settings.verify_members = [options, facts, peers = plan.peers](const std::vector<MemberInfo>& members, Instant deadline) {
-      return verify_member_names(options, facts, peers, members, deadline);
+    settings.verify_members = [options, dns_servers = plan.dns_servers, facts, peers = plan.peers](const std::vector<MemberInfo>& members,
+                                                                                                  Instant deadline) {
+      return verify_member_names(options, dns_servers, facts, peers, members, deadline);
     };
   }
   return settings;
@@ -144,36 +148,21 @@ std::string summary_json(const JobSettings& settings, const Fingerprint& own, co
   return summary.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-class LinkJobView final : public JobView {
+class LinkedJob final : public Job {
  public:
-  explicit LinkJobView(JobLink& link) : link_(link) {}
+  explicit LinkedJob(JobLink& link) : link_(link) {}
   void add_poll_fds(std::vector<pollfd>& fds) const override { link_.add_poll_fds(fds); }
   Instant next_wakeup() const override { return link_.next_wakeup(); }
-  std::optional<JobOutcome> process(const std::vector<pollfd>& fds, Instant now) override {
-    for (const JobEvent& event : link_.process(fds, now)) {
-      count_job_event(event);  // docs/observing.md
-      switch (event.kind) {
-        case JobEventKind::job_done: return JobOutcome{exit_code::ok, "the job is done: " + event.task + " finished"};
-        case JobEventKind::restart:
-          return JobOutcome{exit_code::ok,
-                            "restarting the job in place (" + restart_of(event.restart, link_.start_info().max_restarts) +
-                                "): " + event.message,
-                            event.task, JobAction::restart};
-        case JobEventKind::preempt:
-          return JobOutcome{exit_code::signal_base + event.status, event.message, event.task, JobAction::stop_together};
-        case JobEventKind::task_failed:
-        case JobEventKind::coordinator_lost: break;
-      }
-      return JobOutcome{exit_code::job_stopped, "stopping: " + event.message, event.task};
-    }
-    return std::nullopt;
+  std::vector<JobEvent> process(const std::vector<pollfd>& fds, Instant now) override {
+    std::vector<JobEvent> events = link_.process(fds, now);
+    for (const JobEvent& event : events) count_job_event(event);  // docs/observing.md
+    return events;
   }
-  void report_exit(int exit_code, const std::string& detail, bool rejoins) override { link_.report_exit(exit_code, detail, rejoins); }
-  bool awaits_other_tasks() const override { return link_.awaits_other_tasks(); }
-  bool may_restart() const override { return link_.may_restart(); }
+  void report_exit(std::size_t, int status, const std::string& detail, bool rejoins) override {
+    link_.report_exit(status, detail, rejoins);
+  }
   void report_stop_signal(int signal_number) override { link_.report_stop_signal(signal_number); }
-  bool stops_together() const override { return link_.start_info().stop_together; }
-  void finish() override { link_.finish(5s); }
+  bool verdict_pending() const override { return link_.awaits_other_tasks(); }
 
  private:
   JobLink& link_;
@@ -245,11 +234,22 @@ std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<N
   return answers;
 }
 
+// TFBOOT_TEST_CLOCK_OFFSET_MS (tests only, docs/preflight.md): a clock off the coordinator's, faked.
+std::int64_t clock_offset_for_tests(const Environment& env) {
+  auto it = env.find("TFBOOT_TEST_CLOCK_OFFSET_MS");
+  if (it == env.end()) return 0;
+  std::int64_t value = 0;
+  auto [end, error] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), value);
+  return error == std::errc{} && end == it->second.data() + it->second.size() ? value : 0;
+}
+
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts) {
+                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts,
+                                   int processes_per_node) {
   auto made = settings_for(options, plan, facts, secret, supervise, restarts);
   if (made) {
     made->started = started;
+    made->processes_per_node = processes_per_node;
     made->wants_table = options.address == AddressMode::ip;
     observe_job(*made);  // docs/observing.md
   }
@@ -266,9 +266,26 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   }
   log::info("joining job {} through coordinator {} on port {} ({})", settings.job_id, settings.coordinator.text(),
             settings.port, counted(settings.tasks.size(), "task"));
+  // --preflight: this node's checks go with the hello; the coordinator's verdict comes with the start.
+  std::optional<PreflightRecord> preflight;
+  if (options.preflight != PreflightLevel::off) {
+    preflight = check_this_node(options, own);
+    made->preflight = options.preflight;
+    made->node_figures = preflight->node;
+    made->clock_offset_for_tests_ms = clock_offset_for_tests(env);
+  }
   auto link = join_job(settings, own);
+  if (!link && preflight && link.error().code == exit_code::preflight_refused) observe_preflight(preflight->seconds, false, link.error().message);
   if (!link) return std::unexpected(link.error());
   JobMembership membership;
+  if (preflight) {
+    const auto& offsets = (*link)->start_info().clock_offsets_ms;
+    const auto position = std::find(settings.tasks.begin(), settings.tasks.end(), settings.self) - settings.tasks.begin();
+    if (offsets && static_cast<std::size_t>(position) < offsets->size()) preflight->clock_offset_ms = (*offsets)[position];
+    log_preflight(*preflight);
+    membership.preflight_json = preflight_json(*preflight);
+    observe_preflight(preflight->seconds, true);
+  }
   membership.joined = true;
   membership.environment_differences = (*link)->start_info().environment_differences;
   membership.summary_json = summary_json(settings, own, (*link)->start_info());
@@ -280,6 +297,6 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   return membership;
 }
 
-std::unique_ptr<JobView> make_job_view(JobLink& link) { return std::make_unique<LinkJobView>(link); }
+std::unique_ptr<Job> make_linked_job(JobLink& link) { return std::make_unique<LinkedJob>(link); }
 
 }  // namespace tfboot

@@ -12,7 +12,7 @@
 #include "flow/peer_dns.h"
 #include "plan/host_facts.h"
 #include "plan/plan.h"
-#include "process/init.h"
+#include "supervise/loop.h"
 
 namespace tfboot {
 
@@ -30,6 +30,7 @@ struct JobMembership {
   // The job's restarts so far and the most it makes in place, as the coordinator's start said.
   int restarts = 0;
   int max_restarts = 0;
+  std::string preflight_json;  // startup.json's "preflight" object, or "" when --preflight is off
 };
 
 // What can be checked before any lookup: the secret file (exit 2 when unusable).
@@ -56,9 +57,11 @@ std::optional<std::size_t> coordinator_position(const Plan& plan, const std::vec
 // 2 or 7 on errors. `supervise`: init mode, the link is kept after the start.
 // `started`: when this tfboot started (the coordinator's name check waits for young pods' records).
 // `restarts`: the job's restarts so far, as this task knows them (the coordinator's count is the
-// job's: the start carries it, JobMembership::restarts).
+// job's: the start carries it, JobMembership::restarts). `processes_per_node`: PyTorch and JAX,
+// this node's processes, which the coordinator finds equal on every node or refuses (exit 2).
 Result<JobMembership> pass_start_barrier(const Options& options, const Environment& env, const Plan& plan, const HostFacts& facts,
-                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts = 0);
+                                   const std::optional<std::string>& secret, bool supervise, Instant started, int restarts = 0,
+                                   int processes_per_node = 0);
 
 // One answer per peer in cluster order, for TF_CONFIG (--address ip) and startup.json. `own` holds
 // the task's own lookups, by name; those are kept. The others are resolved when the
@@ -67,7 +70,7 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
 std::vector<NameStatus> answers_from_table(const Plan& plan, const std::vector<NameStatus>& own, bool verified,
                                            const std::vector<std::vector<std::string>>& table);
 
-// The supervisor's view of the link: the job's decisions as exit codes and log lines.
-std::unique_ptr<JobView> make_job_view(JobLink& link);
+// The link as the job the supervisor reports to and hears the verdict from.
+std::unique_ptr<Job> make_linked_job(JobLink& link);
 
 }  // namespace tfboot

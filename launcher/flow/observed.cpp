@@ -3,13 +3,39 @@
 #include "flow/observed.h"
 
 #include "base/log.h"
+#include "base/text.h"
 #include "framework/nodes.h"
 #include "observe/endpoints.h"
-#include "observe/metrics.h"
+#include "observe/start_record.h"
 #include "observe/termination_log.h"
 #include "version.h"
 
 namespace tfboot {
+
+Result<void> check_metrics_port_is_free(const Options& options, const Plan& plan) {
+  if (options.metrics_port == 0 || options.print) return {};
+  const PeerAddress* self = nullptr;
+  for (const auto& peer : plan.peers) {
+    if (peer.type == plan.identity.type && peer.index == plan.identity.index) self = &peer;
+  }
+  if (!self) return {};
+  const std::string metrics = "--metrics-port (or TFBOOT_METRICS_PORT) " + std::to_string(options.metrics_port);
+  // PyTorch and JAX: only node 0, the master, listens on its port (MASTER_PORT).
+  if (plan.framework != Framework::tensorflow) {
+    const PeerAddress& master = plan.peers.front();
+    if (master.name != self->name || master.port != options.metrics_port) return {};
+    return usage_error(metrics + " is MASTER_PORT, where node 0 (" + master.task() + ") listens on " + master.name +
+                       (self == &master ? "" : ", this task's host") + "; choose another");
+  }
+  // TensorFlow: every task listens on its TF_CONFIG port, and tasks of one host (Slurm's 2222,
+  // 2223) share its ports with this task's metrics server.
+  for (const auto& peer : plan.peers) {
+    if (peer.type == TaskType::evaluator || peer.name != self->name || peer.port != options.metrics_port) continue;
+    return usage_error(metrics + " is the port task " + peer.task() + " listens on (" + join_host_port(peer.name, peer.port) +
+                       (&peer == self ? ", this task's own" : ", on this task's host") + "); choose another");
+  }
+  return {};
+}
 
 std::unique_ptr<HttpServer> serve_metrics_if_asked(const Options& options, const Plan& plan, bool as_init, double started_at) {
   observe::update([&](observe::StartRecord& record) {
@@ -50,6 +76,14 @@ void observe_job(JobSettings& settings) {
       record.job_started = started;
     });
   };
+}
+
+void observe_preflight(double seconds, bool passed, const std::string& refusal) {
+  observe::update([&](observe::StartRecord& record) {
+    record.preflight_seconds = seconds;
+    record.preflight_passed = passed;
+    record.preflight_refusal = refusal;
+  });
 }
 
 void count_job_event(const JobEvent& event) {

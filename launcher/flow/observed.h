@@ -12,9 +12,14 @@
 #include "control/protocol/watch.h"
 #include "observe/http_server.h"
 #include "plan/plan.h"
-#include "process/init.h"
+#include "supervise/loop.h"
 
 namespace tfboot {
+
+// --metrics-port must not be a port a command of this host listens on: this task's own (its
+// TF_CONFIG port; for PyTorch and JAX, node 0's MASTER_PORT) or another task's on the same host.
+// The server would take it first and the trainer's bind would fail. Exit 2, before any effect.
+Result<void> check_metrics_port_is_free(const Options& options, const Plan& plan);
 
 // The record's build info, and the metrics server when --metrics-port asks for one and tfboot
 // supervises the command (`as_init`); exec mode leaves nothing to serve, said once as a warning.
@@ -22,6 +27,9 @@ std::unique_ptr<HttpServer> serve_metrics_if_asked(const Options& options, const
 
 // The job's id in the record, and the coordinator's barrier reporting into it.
 void observe_job(JobSettings& settings);
+
+// --preflight: this task's checks' time and the job's verdict (`refusal` when it refused).
+void observe_preflight(double seconds, bool passed, const std::string& refusal = "");
 
 // One of the job's decisions, counted.
 void count_job_event(const JobEvent& event);

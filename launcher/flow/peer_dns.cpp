@@ -12,26 +12,11 @@
 #include "base/log.h"
 #include "base/text.h"
 #include "dns/resolver.h"
-#include "observe/metrics.h"
+#include "observe/start_record.h"
 #include "plan/kubernetes.h"
 
 namespace tfboot {
 namespace {
-
-// The resolver sees /etc/resolv.conf and /etc/hosts only as tfboot read them (host_facts.h).
-ResolverSettings resolver_settings(const Options& options, const HostFacts& facts, bool use_hosts_file) {
-  ResolverSettings settings;
-  if (options.dns_server) {
-    settings.servers_csv = options.dns_server->value;
-    settings.servers_source = options.dns_server->source;
-  }
-  ResolvConf resolv = parse_resolv_conf(facts.resolv_conf);
-  settings.nameservers = resolv.nameservers;
-  settings.search = resolv.search;
-  settings.ndots = resolv.ndots;
-  if (use_hosts_file) settings.hosts_file = facts.hosts_file;
-  return settings;
-}
 
 std::string missing_names(const std::vector<NameStatus>& names, int& count) {
   std::string missing;
@@ -109,10 +94,25 @@ class CachedNegativeWatch {
 
 }  // namespace
 
-Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts, Instant deadline) {
+// The resolver sees /etc/resolv.conf and /etc/hosts only as tfboot read them (host_facts.h).
+ResolverSettings resolver_settings(const Options& options, const std::vector<DnsServer>& dns_servers, const HostFacts& facts,
+                                   bool use_hosts_file) {
+  ResolverSettings settings;
+  settings.servers = dns_servers;
+  if (options.dns_server) settings.servers_given = quoted(*options.dns_server);
+  ResolvConf resolv = parse_resolv_conf(facts.resolv_conf);
+  settings.nameservers = resolv.nameservers;
+  settings.search = resolv.search;
+  settings.ndots = resolv.ndots;
+  if (use_hosts_file) settings.hosts_file = facts.hosts_file;
+  return settings;
+}
+
+Result<Setting> find_own_ptr_name(const Options& options, const std::vector<DnsServer>& dns_servers, const HostFacts& facts,
+                                  Instant deadline) {
   auto candidates = routable_addresses(facts.interface_addresses);
   if (candidates.empty()) return usage_error("--identity-from ptr: this host has no address besides loopback");
-  auto resolver = make_cares_resolver(resolver_settings(options, facts, false));
+  auto resolver = make_cares_resolver(resolver_settings(options, dns_servers, facts, false));
   if (!resolver) return std::unexpected(resolver.error());
 
   const auto started = SteadyClock::now();
@@ -139,9 +139,9 @@ Result<Setting> find_own_ptr_name(const Options& options, const HostFacts& facts
                                                      (last.error.empty() ? std::string("timeout") : last.error) + ")");
 }
 
-Result<std::vector<std::string>> resolve_once(const Options& options, const HostFacts& facts, const PeerAddress& peer,
-                                              std::chrono::milliseconds at_most) {
-  auto resolver = make_cares_resolver(resolver_settings(options, facts, !peer.fully_qualified));
+Result<std::vector<std::string>> resolve_once(const Options& options, const std::vector<DnsServer>& dns_servers, const HostFacts& facts,
+                                              const PeerAddress& peer, std::chrono::milliseconds at_most) {
+  auto resolver = make_cares_resolver(resolver_settings(options, dns_servers, facts, !peer.fully_qualified));
   if (!resolver) return std::unexpected(resolver.error());
   std::optional<LookupResult> answer;
   (*resolver)->start_lookup(peer.lookup_name(), [&](LookupResult result) { answer = std::move(result); });
@@ -156,11 +156,11 @@ Result<std::vector<std::string>> resolve_once(const Options& options, const Host
   return answer->addresses;
 }
 
-Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<PeerAddress>& peers, const HostFacts& facts,
-                                     Instant deadline, std::optional<std::size_t> watched) {
+Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<DnsServer>& dns_servers, const std::vector<PeerAddress>& peers,
+                                     const HostFacts& facts, Instant deadline, std::optional<std::size_t> watched) {
   DnsResult result;
   // With a Service the pod's own /etc/hosts line would answer for itself; only DNS counts.
-  auto resolver = make_cares_resolver(resolver_settings(options, facts, peers.empty() || !peers.front().fully_qualified));
+  auto resolver = make_cares_resolver(resolver_settings(options, dns_servers, facts, peers.empty() || !peers.front().fully_qualified));
   if (!resolver) return std::unexpected(resolver.error());
   result.servers = (*resolver)->servers();
 
@@ -188,19 +188,35 @@ Result<DnsResult> resolve_peer_names(const Options& options, const std::vector<P
   result.names = std::move(outcome.names);
   observe::count_lookups(result.names);
   if (!outcome.all_resolved) {
+    // Only an answer that the name does not exist says so; a lookup never answered is DNS trouble.
+    if (watched && *watched < result.names.size() && !result.names[*watched].resolved && result.names[*watched].tries > 0 &&
+        (result.names[*watched].last_reason == LookupReason::nxdomain ||
+         result.names[*watched].last_reason == LookupReason::no_address_records)) {
+      // Finding the coordinator is part of the start: a coordinator whose name was never published
+      // is a task missing at the barrier (exit 5), not a DNS in trouble.
+      const NameStatus& coordinator = result.names[*watched];
+      return make_error(exit_code::start_barrier_incomplete,
+                        "start barrier incomplete after " + seconds_text(std::max(options.wait, options.start_timeout)) +
+                            ": no start from the coordinator " + peers[*watched].task() +
+                            " (" + coordinator.name + "); its name was never published (" + describe(coordinator) +
+                            "); check that the coordinator's pod runs and that its name is published (a headless "
+                            "Service with publishNotReadyAddresses: true, the pod's hostname and subdomain)");
+    }
     int count = 0;
     std::string missing = missing_names(result.names, count);
     const std::string how_many = names.size() == 1 ? "the name did not resolve"
                                                    : std::to_string(count) + " of " + counted(names.size(), "name") + " did not resolve";
-    return make_error(exit_code::peers_unresolved, how_many + " within --wait " + seconds_text(options.wait) + ": " + missing);
+    const std::string within = watched ? "within " + seconds_text(std::max(options.wait, options.start_timeout)) + " (--wait, or --start-timeout when longer)"
+                                       : "within --wait " + seconds_text(options.wait);
+    return make_error(exit_code::peers_unresolved, how_many + " " + within + ": " + missing);
   }
   log::info("{} after {:.3f}s", names.size() == 1 ? std::string("the name resolves") : "all " + counted(names.size(), "name") + " resolve", result.seconds);
   return result;
 }
 
-Result<DnsResult> wait_for_peers(const Options& options, const std::vector<PeerAddress>& peers, const Identity& identity,
-                                 const HostFacts& facts, Instant deadline, std::optional<std::size_t> watched) {
-  auto result = resolve_peer_names(options, peers, facts, deadline, watched);
+Result<DnsResult> wait_for_peers(const Options& options, const std::vector<DnsServer>& dns_servers, const std::vector<PeerAddress>& peers,
+                                 const Identity& identity, const HostFacts& facts, Instant deadline, std::optional<std::size_t> watched) {
+  auto result = resolve_peer_names(options, dns_servers, peers, facts, deadline, watched);
   if (result) result->warnings = own_name_warnings(peers, result->names, identity, facts);
   return result;
 }

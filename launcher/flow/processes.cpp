@@ -9,8 +9,6 @@
 
 namespace tfboot {
 
-std::string restart_of(int count, int max) { return "restart " + std::to_string(count) + " of " + std::to_string(max); }
-
 std::string torch_error_file(const std::string& log_dir, int rank) {
   return log_dir + "/error_rank" + std::to_string(rank) + ".json";
 }
@@ -30,6 +28,7 @@ std::vector<CommandProcess> command_processes(const TaskProcesses& task, const N
     if (labelled && !env.contains("PYTHONUNBUFFERED")) extra.push_back("PYTHONUNBUFFERED=1");
     CommandProcess process;
     process.spec.argv = task.command;
+    process.spec.own_session = several;  // docs/frameworks.md: each rank in a session of its own
     process.spec.environment = task_environment(inherited, task.tf_config, task.log_dir, task.type, task.index, extra);
     if (nodes.framework != Framework::tensorflow) process.name = "rank " + std::to_string(rank);
     if (labelled) {
@@ -43,14 +42,16 @@ std::vector<CommandProcess> command_processes(const TaskProcesses& task, const N
   return processes;
 }
 
-std::string failed_process_detail(const NodeJob& nodes, const TaskProcesses& task, std::size_t process) {
-  if (nodes.framework == Framework::tensorflow) return "";
+std::string failed_process_detail(const NodeJob& nodes, const TaskProcesses& task, std::size_t process,
+                                  const std::string& last_words) {
+  if (nodes.framework == Framework::tensorflow) return last_words;
   const int rank = nodes.rank(static_cast<int>(process));
   const std::string where = "rank " + std::to_string(rank) + " on " + task.host;
   if (nodes.framework == Framework::pytorch) {
     if (auto message = read_torch_error_message(torch_error_file(task.log_dir, rank))) return where + ": " + *message;
   }
-  return nodes.local_world_size > 1 ? where : "";
+  if (nodes.local_world_size == 1) return last_words;
+  return last_words.empty() ? where : where + ": " + last_words;
 }
 
 void clear_error_files(const NodeJob& nodes, const std::string& log_dir) {

@@ -8,7 +8,7 @@
 
 #include "base/setting.h"
 #include "framework/nodes.h"
-#include "process/init.h"
+#include "supervise/loop.h"
 
 namespace tfboot {
 
@@ -28,15 +28,14 @@ struct TaskProcesses {
 std::vector<CommandProcess> command_processes(const TaskProcesses& task, const NodeJob& nodes,
                                               const std::vector<std::string>& inherited, const Environment& env);
 
-// "restart 1 of 3": the job's restart `count` of at most `max` (--max-restarts), for the log.
-std::string restart_of(int count, int max);
-
 // Where rank `rank` of a PyTorch job writes its error record (TORCHELASTIC_ERROR_FILE).
 std::string torch_error_file(const std::string& log_dir, int rank);
 
-// For InitSettings::failure_detail: "rank 3 on pod-1: RuntimeError: boom" from the rank's error
-// file; "rank 3 on pod-1" without one when the task has several processes; else "".
-std::string failed_process_detail(const NodeJob& nodes, const TaskProcesses& task, std::size_t process);
+// For SupervisorSettings::failure_detail: "rank 3 on pod-1: RuntimeError: boom" from the rank's error
+// file; else `last_words` (its exec failure or its stderr's failure line), after "rank 3 on pod-1: "
+// when the task has several processes. "" when nothing is known.
+std::string failed_process_detail(const NodeJob& nodes, const TaskProcesses& task, std::size_t process,
+                                  const std::string& last_words);
 
 // Removes error files an earlier run left, before the processes start.
 void clear_error_files(const NodeJob& nodes, const std::string& log_dir);

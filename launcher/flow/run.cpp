@@ -2,16 +2,19 @@
 // DNS wait, TF_CONFIG, files, command. Each step is a named function; details live in modules.
 #include "flow/run.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <new>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
+#include "base/files.h"
 #include "base/log.h"
 #include "cli/options.h"
 #include "dns/resolver.h"
@@ -19,18 +22,20 @@
 #include "flow/local.h"
 #include "flow/observed.h"
 #include "flow/peer_dns.h"
+#include "flow/preflight.h"
 #include "flow/processes.h"
 #include "framework/environment.h"
 #include "framework/interface.h"
 #include "framework/nodes.h"
-#include "observe/metrics.h"
+#include "observe/phase_clock.h"
+#include "observe/termination_log.h"
 #include "plan/host_facts.h"
 #include "plan/kubernetes.h"
 #include "plan/plan.h"
 #include "process/child_set.h"
 #include "process/exec.h"
-#include "process/init.h"
 #include "process/stop_signals.h"
+#include "supervise/loop.h"
 #include "task/task_files.h"
 #include "version.h"
 
@@ -43,14 +48,16 @@ std::string command_text(const std::vector<std::string>& command) {
 
 // The PTR lookup and the peer wait share one --wait; the PTR gets at least a few seconds, as a
 // compose container's record may lag its start even with --wait 0.
+// A dry run (--print) waits for nothing but this task's own PTR name, the few seconds it gets.
 Instant ptr_deadline(const Options& options, Instant started) {
-  return started + std::max<std::chrono::milliseconds>(options.wait, std::chrono::seconds(5));
+  const std::chrono::milliseconds wait = options.print ? std::chrono::milliseconds(0) : options.wait;
+  return started + std::max<std::chrono::milliseconds>(wait, std::chrono::seconds(5));
 }
 
-Result<std::optional<Setting>> find_ptr_name_if_needed(const Options& options, const HostFacts& facts,
+Result<std::optional<Setting>> find_ptr_name_if_needed(const Options& options, const PlanInputs& parsed, const HostFacts& facts,
                                                        Instant started) {
   if (!needs_own_ptr_name(options)) return std::optional<Setting>{};
-  auto found = find_own_ptr_name(options, facts, ptr_deadline(options, started));
+  auto found = find_own_ptr_name(options, parsed.dns_servers, facts, ptr_deadline(options, started));
   if (!found) return std::unexpected(found.error());
   return std::optional<Setting>{*found};
 }
@@ -64,14 +71,8 @@ void announce(const Plan& plan) {
 
 // The servers every lookup of this task goes to (--dns-server, else resolv.conf's), as c-ares
 // reads them: for startup.json when the coordinator's lookups all come after the start barrier.
-Result<std::vector<std::string>> dns_servers_in_use(const Options& options, const HostFacts& facts) {
-  ResolverSettings settings;
-  if (options.dns_server) {
-    settings.servers_csv = options.dns_server->value;
-    settings.servers_source = options.dns_server->source;
-  }
-  settings.nameservers = parse_resolv_conf(facts.resolv_conf).nameservers;
-  auto resolver = make_cares_resolver(settings);
+Result<std::vector<std::string>> dns_servers_in_use(const Options& options, const Plan& plan, const HostFacts& facts) {
+  auto resolver = make_cares_resolver(resolver_settings(options, plan.dns_servers, facts, false));
   if (!resolver) return std::unexpected(resolver.error());
   return (*resolver)->servers();
 }
@@ -85,15 +86,18 @@ Result<DnsResult> wait_for_dns(const Options& options, const Plan& plan, const H
     log::info("DNS wait is off (--wait 0)");
     return DnsResult{};
   }
-  if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.peers, plan.identity, facts, started + options.wait);
+  if (!job_supervision_applies(options, plan)) return wait_for_peers(options, plan.dns_servers, plan.peers, plan.identity, facts, started + options.wait);
   auto peers = peers_to_resolve_before_the_barrier(plan);
   if (peers.empty()) {
     log::info("DNS: as the coordinator, resolving every name once all tasks are present");
-    auto servers = dns_servers_in_use(options, facts);
+    auto servers = dns_servers_in_use(options, plan, facts);
     if (!servers) return std::unexpected(servers.error());
     return DnsResult{.names = answers_from_table(plan, {}, false, {}), .servers = std::move(*servers)};
   }
-  auto dns = wait_for_peers(options, peers, plan.identity, facts, started + options.wait, coordinator_position(plan, peers));
+  // Finding the coordinator is part of the start: its name is waited for as long as the barrier
+  // would wait for the coordinator (--start-timeout, or --wait when that is longer).
+  const auto budget = std::max(options.wait, options.start_timeout);
+  auto dns = wait_for_peers(options, plan.dns_servers, peers, plan.identity, facts, started + budget, coordinator_position(plan, peers));
   if (dns) dns->names = answers_from_table(plan, dns->names, false, {});
   return dns;
 }
@@ -109,14 +113,39 @@ Result<void> complete_dns_after_the_start(const Options& options, const Plan& pl
     return {};
   }
   log::info("the coordinator did not resolve the job's names; resolving them here");
-  auto all = wait_for_peers(options, plan.peers, plan.identity, facts, SteadyClock::now() + options.wait);
+  auto all = wait_for_peers(options, plan.dns_servers, plan.peers, plan.identity, facts, SteadyClock::now() + options.wait);
   if (!all) return std::unexpected(all.error());
   dns.names = std::move(all->names);
   return {};
 }
 
-int print_tf_config(const std::string& tf_config) {
-  std::printf("%s\n", tf_config.c_str());
+// --print, a dry run: at once and without a lookup (docs/command-line.md), from the plan alone.
+// TensorFlow: the one process's TF_CONFIG, with the names (--address ip puts in addresses only
+// after the DNS wait). PyTorch and JAX: for each process of this node, the variables tfboot sets
+// (the rest of the environment passes unchanged), as "KEY=value" lines after a "# rank" line.
+Result<int> print_dry_run(const Options& options, const Plan& plan, NodeJob nodes, const Environment& env) {
+  if (options.address == AddressMode::ip) log::warn("--print looks nothing up: the names stand where --address ip puts addresses");
+  auto tf_config = make_tf_config_text(options, plan, {});
+  if (!tf_config) return std::unexpected(tf_config.error());
+  std::string text = *tf_config + "\n";
+  if (nodes.framework != Framework::tensorflow) {
+    nodes.max_restarts = options.max_restarts;
+    TaskProcesses task;
+    task.command = options.command.empty() ? default_command : options.command;
+    task.log_dir = task_log_dir(options.log_root ? options.log_root->value : "/logs", plan.identity.type, plan.identity.index);
+    task.type = plan.identity.type;
+    task.index = plan.identity.index;
+    task.host = plan.hostname.name;
+    text.clear();
+    const std::vector<CommandProcess> processes = command_processes(task, nodes, {}, env);
+    for (int local_rank = 0; local_rank < static_cast<int>(processes.size()); ++local_rank) {
+      text += (local_rank == 0 ? "" : "\n") + std::string("# rank ") + std::to_string(nodes.rank(local_rank)) + " of " +
+              std::to_string(nodes.world_size()) + ": " + plan.identity.task() + ", local rank " + std::to_string(local_rank) + "\n";
+      for (const std::string& entry : processes[static_cast<std::size_t>(local_rank)].spec.environment) text += entry + "\n";
+    }
+    log::info("the collectives' interface (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) is chosen after the DNS wait: not shown");
+  }
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   return exit_code::ok;
 }
@@ -184,6 +213,7 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
                        dns.warnings, tf_config, launch.task.command, started_at, dns.seconds, unix_seconds(), job.summary_json};
   for (const auto& difference : job.environment_differences) report.warnings.push_back("environment differs: " + difference);
   report.framework_json = framework_summary_json(nodes, interface_entries);
+  report.preflight_json = job.preflight_json;
   report.commit = TFBOOT_COMMIT;
   auto written = write_task_files(log_dir, report);
   if (!written) {
@@ -204,16 +234,36 @@ Result<Launch> write_files(const Options& options, const Plan& plan, const DnsRe
   return launch;
 }
 
-// Several processes need a supervisor, whether or not tfboot is PID 1.
-bool runs_as_init(const Options& options, const NodeJob& nodes) {
-  return options.init.value_or(::getpid() == 1) || nodes.local_world_size > 1;
+// Several processes need a supervisor, whether or not tfboot is PID 1; so does a job with the
+// control channel (srun, a pod with shareProcessNamespace: tfboot is not PID 1 there, and a failed
+// task must still stop the others). Not PID 1, tfboot then reaps as a child subreaper.
+bool runs_as_init(const Options& options, const Plan& plan, const NodeJob& nodes) {
+  return options.init.value_or(::getpid() == 1 || job_supervision_applies(options, plan)) || nodes.local_world_size > 1;
 }
 
 Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
                                              const HostFacts& facts, const std::optional<std::string>& secret,
                                              const NodeJob& nodes, Instant started, int restarts) {
-  if (!job_supervision_applies(options, plan)) return JobMembership{};
-  return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, nodes), started, restarts);
+  if (job_supervision_applies(options, plan)) {
+    return pass_start_barrier(options, env, plan, facts, secret, runs_as_init(options, plan, nodes), started, restarts,
+                              nodes.framework == Framework::tensorflow ? 0 : nodes.local_world_size);
+  }
+  // No other task to start with: the job is this task, and its restarts are counted here.
+  JobMembership alone;
+  if (options.preflight != PreflightLevel::off && !options.print) {
+    const Fingerprint own = read_fingerprint(env, options.command.empty() ? default_command : options.command);
+    const PreflightRecord preflight = check_this_node(options, own);
+    if (auto judged = judge_alone(preflight, plan.identity.task(), plan.hostname.name); !judged) {
+      observe_preflight(preflight.seconds, false, judged.error().message);
+      return std::unexpected(judged.error());
+    }
+    log_preflight(preflight);
+    alone.preflight_json = preflight_json(preflight);
+    observe_preflight(preflight.seconds, true);
+  }
+  alone.restarts = restarts;
+  alone.max_restarts = runs_as_init(options, plan, nodes) && !options.print ? options.max_restarts : 0;
+  return alone;
 }
 
 // startup.json's end record, at exit in init mode (exec mode has no "after"). A failure to write
@@ -226,6 +276,23 @@ void record_end(const Launch& launch, const SupervisionEnd& end) {
   }
 }
 
+// The supervisor's rules for this task: the job's verdict comes from the coordinator over the
+// link, or, for a task alone with --max-restarts, from the job decided here.
+SupervisorSettings supervisor_settings(const Options& options, const Launch& launch, const NodeJob& nodes, const JobMembership& job) {
+  SupervisorSettings settings;
+  settings.machine.stop_grace = options.stop_grace;
+  settings.machine.job_decides = job.link != nullptr || job.max_restarts > 0;
+  settings.machine.may_restart = job.restarts < job.max_restarts;
+  settings.machine.max_restarts = job.max_restarts;
+  settings.machine.stop_together = job.link && job.link->start_info().stop_together;
+  settings.tasks = {task_name(launch.task.type, launch.task.index)};
+  for (const CommandProcess& process : launch.processes) settings.watched.push_back({0, process.name});
+  settings.failure_detail = [&nodes, &launch](std::size_t process, int, const std::string& last_words) {
+    return failed_process_detail(nodes, launch.task, process, last_words);
+  };
+  return settings;
+}
+
 // Init mode: the command's processes under supervision, until they end or the job restarts. The
 // ChildSet (and its hold on the signals) lasts one run, so that a stop signal during a restart's
 // barrier ends tfboot as one before the first start does.
@@ -233,24 +300,58 @@ Result<SupervisionEnd> supervise(const Options& options, const Launch& launch, c
   // Not PID 1 (--init): a subreaper, so orphans of the command still come to us to be reaped.
   auto children = ChildSet::create(::getpid() != 1);
   if (!children) return std::unexpected(children.error());
-  std::unique_ptr<JobView> job_view = job.link ? make_job_view(*job.link) : nullptr;
-  InitSettings settings{.stop_grace = options.stop_grace, .job = job_view.get()};
-  settings.failure_detail = [&](std::size_t process, int) { return failed_process_detail(nodes, launch.task, process); };
-  auto end = supervise_command(**children, launch.processes, settings);
-  if (end) record_end(launch, *end);
-  if (end) observe_end(*end);
+  std::unique_ptr<Job> linked = job.link ? make_linked_job(*job.link) : nullptr;
+  std::optional<LocalJob> alone;
+  if (!job.link && job.max_restarts > 0) {
+    alone.emplace(std::vector<JobMember>{JobMember{launch.task.type, launch.task.index}},
+                  JobRules{false, job.restarts, job.max_restarts, false});
+  }
+  Job* verdicts = linked ? linked.get() : alone ? &*alone : nullptr;
+  auto end = supervise_processes(**children, launch.processes, verdicts, supervisor_settings(options, launch, nodes, job));
+  if (!end) return end;
+  // A restart keeps the channel until the command is stopped; the caller closes it then.
+  if (job.link && end->reason != EndReason::restarting) job.link->finish(std::chrono::seconds(5));
+  if (end->reason != EndReason::restarting) log::info("exiting {}: {}", end->exit_code, end->message);
+  record_end(launch, *end);
+  observe_end(*end);
   return end;
 }
 
+// Between two runs of a restart in place a stop signal ends tfboot from its handler: startup.json
+// then says so as well as the termination message does (stop_signals.h: StopRecord).
+void arm_the_end_between_runs(const Launch& launch) {
+  auto opened = open_temporary(launch.files.startup_path);
+  if (!opened) {
+    log::warn("startup.json: a stop signal before the next run would not be recorded: {}", opened.error().message);
+    return;
+  }
+  StopRecord record{.path = launch.files.startup_path, .temporary = opened->second, .fd = opened->first.release(), .parts = {}};
+  for (int signal_number : {SIGTERM, SIGINT}) {
+    TaskEnd end{.exit_status = exit_code::signal_base + signal_number, .reason = "stopped_by_signal", .message = stopped_between_runs};
+    record.parts[signal_number == SIGINT] = startup_json_around_the_end(launch.files, std::move(end));
+    if (record.parts[signal_number == SIGINT][0].empty()) {  // not rendered: keep the earlier file whole
+      ::close(record.fd);
+      ::unlink(record.temporary.c_str());
+      return;
+    }
+  }
+  arm_stop_record(std::move(record));
+}
+
 // Exec mode replaces tfboot with the command; init mode supervises it (nullopt: the job restarts).
-Result<std::optional<int>> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job) {
-  bool as_init = runs_as_init(options, nodes);
+Result<std::optional<int>> run_command(const Options& options, const Launch& launch, const NodeJob& nodes, JobMembership& job,
+                                       bool as_init) {
   if (launch.processes.size() > 1) {
     log::info("running {} processes of {} (supervised as init)", launch.processes.size(), command_text(launch.task.command));
   } else {
-    log::info("running {} ({})", command_text(launch.task.command), as_init ? "supervised as init" : "exec");
+    log::info("running {} ({})", command_text(launch.task.command),
+              !as_init ? "exec" : ::getpid() == 1 ? "supervised as init" : "supervised as init; not PID 1, a child subreaper");
   }
   if (!as_init) {
+    if (job.link) {
+      log::warn("--no-init: this task's command runs by exec, so the job does not supervise it (its failure does not "
+                "stop the other tasks, nor does theirs stop it); only the start barrier applied");
+    }
     job.link.reset();  // exec mode: only the start barrier applies
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::unexpected(exec_command(launch.processes.front().spec.argv, launch.processes.front().spec.environment));
@@ -259,9 +360,10 @@ Result<std::optional<int>> run_command(const Options& options, const Launch& lau
   if (!end) return std::unexpected(end.error());
   if (end->reason == EndReason::restarting) {
     log::warn("{}; joining the job's start barrier again", end->message);
-    job.link->finish(std::chrono::seconds(5));  // the coordinator's restart reaches every task before its barrier opens
+    if (job.link) job.link->finish(std::chrono::seconds(5));  // the coordinator's restart reaches every task before its barrier opens
     job.link.reset();
-    end_stray_processes(options.stop_grace);
+    end_orphans(options.stop_grace);
+    arm_the_end_between_runs(launch);
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::optional<int>{};
   }
@@ -274,51 +376,70 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   const double started_at = unix_seconds();
   const auto started = SteadyClock::now();
   if (auto handlers = install_stop_handlers(); !handlers) return std::unexpected(handlers.error());
+  set_stop_message_file(termination_log_path(options.termination_log).value_or(""));
   auto parsed = check_options(options, env);
   if (!parsed) return std::unexpected(parsed.error());
-  const HostFacts facts = gather_host_facts(options);
+  const HostFacts facts = gather_host_facts(options.pod_info_dir.value);
   auto secret = read_secret_if_given(options);
   if (!secret) return std::unexpected(secret.error());
-  auto ptr_name = find_ptr_name_if_needed(options, facts, started);
+  auto ptr_name = find_ptr_name_if_needed(options, *parsed, facts, started);
   if (!ptr_name) return std::unexpected(ptr_name.error());
   auto plan = make_plan(options, *parsed, env, facts, *ptr_name);
   if (!plan) return std::unexpected(plan.error());
   if (auto free = check_control_port_is_free(options, *plan); !free) return std::unexpected(free.error());
+  if (auto free = check_metrics_port_is_free(options, *plan); !free) return std::unexpected(free.error());
   announce(*plan);
   auto nodes = plan_framework(*plan, facts, env);
   if (!nodes) return std::unexpected(nodes.error());
+  if (options.print) return print_dry_run(options, *plan, *nodes, env);
   observe::PhaseClock phases(started);  // docs/observing.md
-  const auto metrics_server = serve_metrics_if_asked(options, *plan, runs_as_init(options, *nodes), started_at);
+  const auto metrics_server = serve_metrics_if_asked(options, *plan, runs_as_init(options, *plan, *nodes), started_at);
   phases.ended(observe::Phase::plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());
   phases.ended(observe::Phase::dns_wait);
   auto tf_config = make_tf_config_text(options, *plan, dns->names);  // checked before the barrier, too
   if (!tf_config) return std::unexpected(tf_config.error());
-  if (options.print) return print_tf_config(*tf_config);
-  // Once, or again after each restart in place (docs/supervision.md: Restarts and preemption): a task's pod
+  // Once, or again after each restart in place (docs/supervision.md: Job supervision, restarts in place): a task's pod
   // may come back as a new instance with a new address, which the barrier's name check sees.
+  // Files of the run before a restart in place: a restart that does not start still ends the task.
+  std::optional<TaskFiles> ran_before;
+  auto failed = [&ran_before](const Error& error) -> Result<int> {
+    if (ran_before) {
+      disarm_stop_record();
+      TaskEnd end{.exit_status = error.code, .reason = "job_failed", .message = error.message};
+      if (auto recorded = record_task_end(*ran_before, std::move(end)); !recorded) {
+        log::warn("startup.json: the task's end is not recorded: {}", recorded.error().message);
+      }
+    }
+    return std::unexpected(error);
+  };
   for (int restarts = 0;;) {
     const double attempt_started_at = restarts == 0 ? started_at : unix_seconds();
     if (restarts > 0) phases.restarted();
     auto job = pass_start_barrier_if_supervised(options, env, *plan, facts, *secret, *nodes, started, restarts);
-    if (!job) return std::unexpected(job.error());
+    if (!job) return failed(job.error());
     phases.ended(observe::Phase::barrier);
     DnsResult answers = *dns;
-    if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, answers); !completed) return std::unexpected(completed.error());
+    if (auto completed = complete_dns_after_the_start(options, *plan, facts, *job, answers); !completed) return failed(completed.error());
     tf_config = make_tf_config_text(options, *plan, answers.names);
-    if (!tf_config) return std::unexpected(tf_config.error());
+    if (!tf_config) return failed(tf_config.error());
     nodes->restarts = job->restarts;
     nodes->max_restarts = job->max_restarts;
     const auto interface = settle_master(options, env, facts, answers, *nodes);
+    // The next run's files replace the record a stop signal would have finished.
+    if (auto held = hold_stop_signals(); !held) return failed(held.error());
+    disarm_stop_record();
     auto launch = write_files(options, *plan, answers, *tf_config, *job, inherited, attempt_started_at, *nodes, interface, env);
-    if (!launch) return std::unexpected(launch.error());
+    if (!launch) return failed(launch.error());
+    ran_before.reset();
     phases.ended(observe::Phase::files);
     observe_restarts(launch->files.previous.restarts, job->restarts);
     phases.command_starts();
     note_command_has_run();
-    auto ran = run_command(options, *launch, *nodes, *job);
+    auto ran = run_command(options, *launch, *nodes, *job, runs_as_init(options, *plan, *nodes));
     if (!ran || *ran) return ran ? Result<int>(**ran) : std::unexpected(ran.error());
+    ran_before = launch->files;
     restarts = job->restarts + 1;
   }
 }

@@ -7,14 +7,13 @@
 
 #include "base/error.h"
 #include "base/setting.h"
-#include "cli/options.h"
+#include "base/choices.h"
+#include "base/setting.h"
 #include "plan/cluster.h"
 #include "plan/host_facts.h"
 
 namespace tfboot {
 
-// Past this many processes in one pod, "--nproc-per-node 1000" is a typo, not a plan.
-inline constexpr int max_nproc_per_node = 1024;
 // torchrun's default --master-port; JAX has none, and takes the same.
 inline constexpr int default_master_port = 29500;
 
@@ -38,12 +37,8 @@ struct NodeJob {
 // "tensorflow", "pytorch", "jax", as --framework spells them.
 std::string framework_name(Framework framework);
 
-// --nproc-per-node as torchrun reads it: a number, gpu (the GPUs the container sees; none is an
-// error), cpu (the CPUs tfboot may run on) or auto (gpu when there are GPUs, else cpu).
-// CUDA_VISIBLE_DEVICES, when set, narrows the GPUs to those it lists.
-Result<NodeJob> resolve_nproc_per_node(const Setting& setting, const HostFacts& facts, const Environment& env);
-
-// The node view of a planned cluster: chief and workers in order are the nodes; ps and evaluator
+// The node view of a planned cluster, with --nproc-per-node resolved (nproc_per_node.h): chief and
+// workers in order are the nodes; ps and evaluator
 // tasks are a usage error for pytorch and jax, as is more than one process for tensorflow. `self`
 // must be one of the peers.
 Result<NodeJob> plan_nodes(Framework framework, const Setting& nproc_per_node, const std::vector<PeerAddress>& peers,

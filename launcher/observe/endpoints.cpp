@@ -2,7 +2,8 @@
 #include "observe/endpoints.h"
 
 #include "base/log.h"
-#include "observe/metrics.h"
+#include "observe/prometheus.h"
+#include "observe/status.h"
 
 namespace tfboot::observe {
 

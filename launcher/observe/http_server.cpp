@@ -1,4 +1,4 @@
-// The metrics server: request parsing and answers (pure), and the thread that serves them.
+// The metrics server: reading a request and rendering its answer (pure), and the thread that serves them.
 #include "observe/http_server.h"
 
 #include <poll.h>
@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "base/clock.h"
-#include "base/listener.h"
+#include "base/socket.h"
 
 namespace tfboot {
 namespace {
@@ -34,20 +34,17 @@ std::string_view reason_phrase(int status) {
 
 constexpr int listen_backlog = 64;
 
-// One client: its request read up to the blank line, then the answer written, then closed.
-struct Connection {
-  UniqueFd fd;
-  Instant deadline;
-  std::string input;
-  std::string output;
-  std::size_t sent = 0;
-  bool answering = false;
-};
-
 constexpr auto idle_poll = std::chrono::milliseconds(1000);
 // After a failed accept (no descriptors left, say) the listener is left alone this long, so that
 // a listener that stays ready cannot keep the thread busy.
 constexpr auto accept_pause = std::chrono::milliseconds(100);
+
+// The answer to a request read whole, or to one refused.
+std::string answer_to(const RequestReading& reading, const HttpHandler& handler) {
+  if (reading.state == RequestReading::State::complete) return render_response(handler(reading.request), reading.request.head);
+  const char* body = reading.status == 431 ? "request too large\n" : "bad request\n";
+  return render_response(HttpResponse{.status = reading.status, .body = body}, false);
+}
 
 }  // namespace
 
@@ -64,6 +61,20 @@ std::variant<HttpRequest, int> parse_request_head(std::string_view head) {
   if (!version.starts_with("HTTP/1.") || version.size() != 8 || target.empty() || target.front() != '/') return 400;
   if (method != "GET" && method != "HEAD") return 405;
   return HttpRequest{.head = method == "HEAD", .path = std::string(target.substr(0, target.find('?')))};
+}
+
+RequestReading read_request(std::string_view received, std::size_t max_request) {
+  auto end = received.find("\r\n\r\n");
+  if (end == std::string_view::npos) end = received.find("\n\n");
+  if (end != std::string_view::npos && end <= max_request) {
+    auto parsed = parse_request_head(received.substr(0, end));
+    if (const HttpRequest* request = std::get_if<HttpRequest>(&parsed)) {
+      return {.state = RequestReading::State::complete, .request = *request};
+    }
+    return {.state = RequestReading::State::refused, .status = std::get<int>(parsed)};
+  }
+  if (received.size() > max_request) return {.state = RequestReading::State::refused, .status = 431};
+  return {};
 }
 
 std::string render_response(const HttpResponse& response, bool head) {
@@ -97,7 +108,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(int port, HttpHandler hand
   return server;
 }
 
-HttpServer::HttpServer(UniqueFd listener, UniqueFd wake, HttpHandler handler, HttpLimits limits)
+HttpServer::HttpServer(Socket listener, UniqueFd wake, HttpHandler handler, HttpLimits limits)
     : listener_(std::move(listener)), wake_(std::move(wake)), handler_(std::move(handler)), limits_(limits) {}
 
 HttpServer::~HttpServer() {
@@ -109,94 +120,93 @@ HttpServer::~HttpServer() {
   }
 }
 
+// One client: its request read until it is complete, then the answer written, then closed.
+struct HttpServer::Connection {
+  Socket socket;
+  Instant deadline;
+  std::string input;
+  std::string output;  // the answer, once the request is read
+  std::size_t sent = 0;
+
+  bool answering() const { return !output.empty(); }
+  short events() const { return answering() ? POLLOUT : POLLIN; }
+
+  // Reads or writes as poll(2) says it may. True when the connection is done with: answered,
+  // closed by the client, failed, or past its deadline.
+  bool advance(short revents, Instant now, const HttpHandler& handler, std::size_t max_request) {
+    if (now >= deadline) return true;
+    if (!answering()) return (revents & (POLLIN | POLLHUP | POLLERR)) && receive(handler, max_request);
+    return (revents & (POLLOUT | POLLHUP | POLLERR)) && send_answer();
+  }
+
+  // Reads what the client sent; once read_request says the request is complete (or refused), the
+  // answer is made. True when the connection is done with: closed by the client, or failed.
+  bool receive(const HttpHandler& handler, std::size_t max_request) {
+    char buffer[1024];
+    ssize_t got = ::read(socket.fd(), buffer, sizeof buffer);
+    if (got == 0) return true;
+    if (got < 0) return errno != EAGAIN && errno != EINTR;
+    input.append(buffer, static_cast<std::size_t>(got));
+    const RequestReading reading = read_request(input, max_request);
+    if (reading.state == RequestReading::State::incomplete) return false;
+    output = answer_to(reading, handler);
+    input.clear();
+    return false;
+  }
+
+  // Writes what the socket takes of the answer. True once it is all sent (our side then ends), or
+  // the write failed.
+  bool send_answer() {
+    ssize_t wrote = ::send(socket.fd(), output.data() + sent, output.size() - sent, MSG_NOSIGNAL);
+    if (wrote < 0) return errno != EAGAIN && errno != EINTR;
+    sent += static_cast<std::size_t>(wrote);
+    if (sent < output.size()) return false;
+    ::shutdown(socket.fd(), SHUT_WR);
+    return true;
+  }
+};
+
 void HttpServer::serve() {
   std::list<Connection> connections;  // oldest first
-  Instant accept_again{};
   // Whatever goes wrong in here (memory, say) ends the serving, never the process.
   try {
     std::vector<pollfd> fds;
-    std::vector<std::list<Connection>::iterator> polled;
     while (true) {
-      Instant now = SteadyClock::now();
-      Instant until = now + idle_poll;
-      fds.clear();
-      polled.clear();
-      fds.push_back({wake_.get(), POLLIN, 0});
-      const bool accepting = now >= accept_again;
-      fds.push_back({accepting ? listener_.get() : -1, POLLIN, 0});
-      if (!accepting) until = std::min(until, accept_again);
-      for (auto it = connections.begin(); it != connections.end(); ++it) {
-        fds.push_back({it->fd.get(), static_cast<short>(it->answering ? POLLOUT : POLLIN), 0});
-        polled.push_back(it);
-        until = std::min(until, it->deadline);
+      const Instant now = SteadyClock::now();
+      const bool accepting = now >= accept_again_;
+      Instant until = accepting ? now + idle_poll : std::min(now + idle_poll, accept_again_);
+      fds = {{wake_.get(), POLLIN, 0}, {accepting ? listener_.fd() : -1, POLLIN, 0}};
+      for (const Connection& connection : connections) {
+        fds.push_back({connection.socket.fd(), connection.events(), 0});
+        until = std::min(until, connection.deadline);
       }
-      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::max(until - now, SteadyClock::duration::zero()));
-      int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
-      if (ready < 0 && errno != EINTR && errno != EAGAIN) return;
-      now = SteadyClock::now();
-      if (ready > 0 && fds[0].revents) return;  // stopped
-      for (std::size_t i = 0; i < polled.size(); ++i) {
-        auto it = polled[i];
-        const short revents = fds[i + 2].revents;
-        bool done = now >= it->deadline;
-        if (!done && !it->answering && (revents & (POLLIN | POLLHUP | POLLERR))) {
-          char buffer[1024];
-          ssize_t got = ::read(it->fd.get(), buffer, sizeof buffer);
-          if (got <= 0) {
-            done = got == 0 || (errno != EAGAIN && errno != EINTR);
-          } else {
-            it->input.append(buffer, static_cast<std::size_t>(got));
-            auto end = it->input.find("\r\n\r\n");
-            if (end == std::string::npos) end = it->input.find("\n\n");
-            HttpResponse response;
-            bool head = false;
-            if (end != std::string::npos && end <= limits_.max_request) {
-              auto request = parse_request_head(std::string_view(it->input).substr(0, end));
-              if (const HttpRequest* parsed = std::get_if<HttpRequest>(&request)) {
-                response = handler_(*parsed);
-                head = parsed->head;
-              } else {
-                response = HttpResponse{.status = std::get<int>(request), .body = "bad request\n"};
-              }
-              it->answering = true;
-            } else if (it->input.size() > limits_.max_request) {
-              response = HttpResponse{.status = 431, .body = "request too large\n"};
-              it->answering = true;
-            }
-            if (it->answering) {
-              it->output = render_response(response, head);
-              it->input.clear();
-            }
-          }
-        } else if (!done && it->answering && (revents & (POLLOUT | POLLHUP | POLLERR))) {
-          ssize_t wrote = ::send(it->fd.get(), it->output.data() + it->sent, it->output.size() - it->sent, MSG_NOSIGNAL);
-          if (wrote < 0) done = errno != EAGAIN && errno != EINTR;
-          else it->sent += static_cast<std::size_t>(wrote);
-          if (it->sent == it->output.size()) {
-            ::shutdown(it->fd.get(), SHUT_WR);
-            done = true;
-          }
-        }
-        if (done) connections.erase(it);
+      if (!poll_until(fds, until, "metrics server")) return;
+      if (fds[0].revents) return;  // stopped
+      const Instant polled = SteadyClock::now();
+      auto revents = fds.begin() + 2;
+      for (auto it = connections.begin(); it != connections.end(); ++revents) {
+        it = it->advance(revents->revents, polled, handler_, limits_.max_request) ? connections.erase(it) : std::next(it);
       }
       // After the connections polled above are done with: making room closes one of them.
-      if (ready > 0 && fds[1].revents & POLLIN) {
-        // At most a listen backlog's worth per wake-up, so that a stream of connections cannot keep
-        // this loop from the ones it has.
-        for (int accepted = 0; accepted < listen_backlog; ++accepted) {
-          int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) accept_again = now + accept_pause;
-            break;
-          }
-          // Full: the oldest connection makes room, so that a flood of idle ones cannot lock a scraper out.
-          if (connections.size() + 1 > limits_.max_connections) connections.pop_front();
-          connections.push_back(Connection{.fd = UniqueFd(fd), .deadline = now + limits_.request_time});
-        }
-      }
+      if (fds[1].revents & POLLIN) accept_connections(connections, polled);
     }
   } catch (...) {
     return;
+  }
+}
+
+// At most a listen backlog's worth per wake-up, so that a stream of connections cannot keep the
+// serving from the ones it has.
+void HttpServer::accept_connections(std::list<Connection>& connections, Instant now) {
+  for (int accepted = 0; accepted < listen_backlog; ++accepted) {
+    AcceptedConnection connection = accept_one(listener_.fd(), "metrics server");
+    if (!connection) {
+      if (connection.failed) accept_again_ = now + accept_pause;
+      return;
+    }
+    // Full: the oldest connection makes room, so that a flood of idle ones cannot lock a scraper out.
+    if (connections.size() + 1 > limits_.max_connections) connections.pop_front();
+    connections.push_back(Connection{.socket = std::move(connection.socket), .deadline = now + limits_.request_time});
   }
 }
 

@@ -7,13 +7,16 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <variant>
 
+#include "base/clock.h"
 #include "base/error.h"
+#include "base/socket.h"
 #include "base/unique_fd.h"
 
 namespace tfboot {
@@ -33,6 +36,17 @@ struct HttpRequest {
 // The request head (up to its blank line): the request, or the status that refuses it (400 for
 // what is not HTTP, 405 for a method other than GET and HEAD).
 std::variant<HttpRequest, int> parse_request_head(std::string_view head);
+
+// What the bytes a connection has sent so far make, as picohttpparser's phr_parse_request says:
+// not yet a whole request head, a request to answer, or a refusal (parse_request_head's, or 431
+// once more than `max_request` bytes came without the head's end).
+struct RequestReading {
+  enum class State { incomplete, complete, refused };
+  State state = State::incomplete;
+  HttpRequest request;  // complete
+  int status = 0;       // refused
+};
+RequestReading read_request(std::string_view received, std::size_t max_request);
 
 // The whole answer on the wire; the connection closes after it.
 std::string render_response(const HttpResponse& response, bool head);
@@ -57,10 +71,14 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
  private:
-  HttpServer(UniqueFd listener, UniqueFd wake, HttpHandler handler, HttpLimits limits);
-  void serve();
+  struct Connection;
 
-  UniqueFd listener_;
+  HttpServer(Socket listener, UniqueFd wake, HttpHandler handler, HttpLimits limits);
+  void serve();
+  void accept_connections(std::list<Connection>& connections, Instant now);
+
+  Socket listener_;
+  Instant accept_again_{};  // after a failed accept, the listener is left alone until then
   UniqueFd wake_;  // an eventfd: rung to stop
   HttpHandler handler_;
   HttpLimits limits_;

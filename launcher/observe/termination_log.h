@@ -23,9 +23,12 @@ std::optional<std::string> termination_log_path(const std::optional<Setting>& gi
 // The message cut to max_termination_message bytes (never inside a UTF-8 character), with a newline.
 std::string termination_message(std::string_view reason);
 
-// Writes the message whole: to a temporary renamed over `path`, or, where that cannot be done
-// (Kubernetes' file is a bind mount, which a rename cannot replace), in one write into the
-// regular file already there. Never blocks on a FIFO or a device; the caller only warns on failure.
+// Writes the message whole. A new file or a regular file: to a temporary renamed over `path`, or,
+// where that cannot be done (Kubernetes' file is a bind mount, which a rename cannot replace), in
+// one write into the file already there. Anything else is never replaced: a FIFO or a character
+// device gets the message written into it (/dev/null turns the message off), a symbolic link is
+// written through; a directory or a block device is an error. Never blocks on a FIFO or a device;
+// the caller only warns on failure.
 Result<void> write_termination_message(const std::string& path, std::string_view reason);
 
 }  // namespace tfboot

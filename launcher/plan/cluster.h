@@ -9,7 +9,8 @@
 
 #include "base/error.h"
 #include "base/text.h"
-#include "cli/options.h"
+#include "base/choices.h"
+#include "base/setting.h"
 
 namespace tfboot {
 

@@ -125,14 +125,14 @@ std::optional<std::string> read_platform_file(const std::string& path, PlatformF
   return text;
 }
 
-PlatformFiles platform_files(const Options& options) {
+PlatformFiles platform_files(const std::string& pod_info_dir) {
   PlatformFiles files;
   files.sagemaker_resource_config = read_platform_file(sagemaker_resource_config_path, files);
   for (const char* name : {"chief", "master", "worker", "ps", "evaluator"}) {
     std::string file = std::string(name) + ".host";
     if (auto text = read_platform_file(std::string(volcano_config_dir) + "/" + file, files)) files.volcano_host_files[file] = *text;
   }
-  files.pod_info_dir = options.pod_info_dir.value;
+  files.pod_info_dir = pod_info_dir;
   files.pod_labels = read_platform_file(files.pod_info_dir + "/labels", files);
   files.pod_annotations = read_platform_file(files.pod_info_dir + "/annotations", files);
   return files;
@@ -157,9 +157,9 @@ std::optional<int> cpu_limit_from(std::string_view cpu_max, std::string_view cfs
   return static_cast<int>(std::min<long long>((quota + period - 1) / period, 1 << 20));
 }
 
-HostFacts gather_host_facts(const Options& options) {
+HostFacts gather_host_facts(const std::string& pod_info_dir) {
   HostFacts facts{system_hostname(), read_etc_file("/etc/hosts"), read_etc_file("/etc/resolv.conf"), {},
-                  platform_files(options)};
+                  platform_files(pod_info_dir)};
   read_interfaces(facts);
   facts.gpu_devices = count_gpu_devices();
   facts.usable_cpus = count_usable_cpus();

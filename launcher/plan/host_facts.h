@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/options.h"
+#include "base/setting.h"
 
 namespace tfboot {
 
@@ -42,8 +42,8 @@ struct HostFacts {
   int usable_cpus = 1;  // the CPUs this process may run on (its affinity mask)
 };
 
-// `options` says where the pod-info files are (--pod-info-dir).
-HostFacts gather_host_facts(const Options& options);
+// `pod_info_dir`: where a JobSet's pod-info files are (--pod-info-dir).
+HostFacts gather_host_facts(const std::string& pod_info_dir);
 
 // A container's CPU limit in whole CPUs, rounded up, from cgroup v2's cpu.max ("200000 100000")
 // or, when that is empty, v1's CFS quota and period; nullopt without a limit ("max 100000", -1).

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "cli/options.h"
+#include "base/setting.h"
 #include "plan/cluster.h"
 #include "plan/inputs.h"
 #include "plan/tf_config.h"
@@ -23,13 +23,12 @@ struct Hostname {
   std::string name;
   std::string source;
 };
-Hostname choose_hostname(const Options& options, const Environment& env, const std::string& system_hostname);
+Hostname choose_hostname(const std::optional<Setting>& hostname_flag, const Environment& env, const std::string& system_hostname);
 
 struct IdentityInputs {
-  const Options& options;
   const Environment& env;
   const Hostname& hostname;
-  const PlanInputs& parsed;                 // --task-type, --task-index and an operator's TF_CONFIG, parsed
+  const PlanInputs& parsed;                 // the identity flags, and an operator's TF_CONFIG parsed
   const std::optional<Setting>& ptr_name;  // own PTR name, for --identity-from ptr
 };
 
@@ -43,7 +42,7 @@ Identity identity_from_ordinal(TaskType type, int ordinal, bool chief_at_ordinal
 
 // The identity a platform gives (docs/identity.md), unless --task-index says otherwise (then the
 // type is --task-type's, else the platform's). A --task-type that contradicts the platform is an error.
-Result<Identity> identity_with_platform(const Options& options, const PlanInputs& parsed, const Identity& from_platform);
+Result<Identity> identity_with_platform(const PlanInputs& parsed, const Identity& from_platform);
 
 Result<void> check_identity_in_cluster(const Identity& identity, const ClusterSpec& spec, const Setting& cluster_source);
 

@@ -26,6 +26,11 @@ Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& 
   auto ports = parse_port_spec(default_port && options.framework != Framework::tensorflow ? Setting{"29500", "default"} : options.port);
   if (!ports) return std::unexpected(ports.error());
   inputs.ports = *ports;
+  inputs.service = {options.service, options.kube_namespace, options.cluster_domain};
+  inputs.identity_flags = {options.task_type,    options.task_index,         options.hostname,
+                           options.identity_from, options.chief_at_ordinal_0, options.peer_template.has_value()};
+  if (options.framework_given) inputs.framework = options.framework;
+  inputs.port_given = options.port.source != "default";
   return inputs;
 }
 

@@ -85,23 +85,23 @@ std::optional<SearchListHint> hint_from_search_list(const std::vector<std::strin
   return std::nullopt;
 }
 
-Result<std::optional<DnsSuffix>> choose_dns_suffix(const Options& options, const Environment& env, std::string_view hosts_text,
+Result<std::optional<DnsSuffix>> choose_dns_suffix(const ServiceSettings& given, const Environment& env, std::string_view hosts_text,
                                                    const ResolvConf& resolv, const std::vector<std::string>& own_names) {
   auto from_hosts = suffix_from_hosts_file(hosts_text, own_names);
   auto from_search = hint_from_search_list(resolv.search);
 
   // Each part remembers where it came from, so that an error can name it.
   Setting service, kube_namespace{"default", "default namespace"}, domain{"cluster.local", "default cluster domain"};
-  if (options.service) service = *options.service;
+  if (given.service) service = *given.service;
   else if (from_hosts) service = Setting{from_hosts->service, "/etc/hosts"};
   else return std::optional<DnsSuffix>{};
 
-  if (options.kube_namespace) kube_namespace = *options.kube_namespace;
+  if (given.kube_namespace) kube_namespace = *given.kube_namespace;
   else if (auto it = env.find("POD_NAMESPACE"); it != env.end() && !it->second.empty()) kube_namespace = {it->second, "POD_NAMESPACE"};
   else if (from_hosts) kube_namespace = {from_hosts->kube_namespace, "/etc/hosts"};
   else if (from_search) kube_namespace = {from_search->kube_namespace, "/etc/resolv.conf search list"};
 
-  if (options.cluster_domain) domain = *options.cluster_domain;
+  if (given.cluster_domain) domain = *given.cluster_domain;
   else if (from_search) domain = {from_search->domain, "/etc/resolv.conf search list"};
   else if (from_hosts) domain = {from_hosts->domain, "/etc/hosts"};
   while (domain.value.ends_with('.')) domain.value.pop_back();

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/options.h"
+#include "base/setting.h"
 #include "plan/cluster.h"
 
 namespace tfboot {
@@ -29,9 +29,17 @@ struct SearchListHint {
 };
 std::optional<SearchListHint> hint_from_search_list(const std::vector<std::string>& search);
 
+// The peers' Service as the flags give it (--service, --namespace, --cluster-domain); each part
+// unset is found by choose_dns_suffix.
+struct ServiceSettings {
+  std::optional<Setting> service;
+  std::optional<Setting> kube_namespace;
+  std::optional<Setting> cluster_domain;
+};
+
 // Flags beat POD_NAMESPACE, which beats /etc/hosts, which beats the search list.
 // Without a Service there is no suffix: names are used bare.
-Result<std::optional<DnsSuffix>> choose_dns_suffix(const Options& options, const Environment& env, std::string_view hosts_text,
+Result<std::optional<DnsSuffix>> choose_dns_suffix(const ServiceSettings& given, const Environment& env, std::string_view hosts_text,
                                                    const ResolvConf& resolv, const std::vector<std::string>& own_names);
 
 }  // namespace tfboot

@@ -40,10 +40,17 @@ Result<PeerTemplate> choose_peer_template(const Options& options, const Hostname
   return derive_peer_template(*parts, ptr_name ? ptr_name->value : hostname.name, ptr_name ? 1 : 0);
 }
 
+// Only TensorFlow's command gets TF_CONFIG in its environment (PyTorch and JAX get a handful of
+// short variables): only its size can hit Linux's limit.
+bool tf_config_in_environment(const Options& options, const Plan& plan) {
+  return !options.print && plan.framework == Framework::tensorflow;
+}
+
 // Checked before the DNS wait so that a too-large job fails now, not with "Argument list too
 // long" after a long wait; make_tf_config_text checks the exact size.
-Result<void> check_environment_estimate(const Options& options, const std::vector<PeerAddress>& peers) {
-  if (options.print || options.address == AddressMode::ip) return {};
+Result<void> check_environment_estimate(const Options& options, const Plan& plan) {
+  if (!tf_config_in_environment(options, plan) || options.address == AddressMode::ip) return {};
+  const std::vector<PeerAddress>& peers = plan.peers;
   std::size_t estimate = std::string_view("TF_CONFIG=").size() + 64;
   for (const auto& peer : peers) estimate += peer.name.size() + 10;
   if (estimate <= max_environment_string) return {};
@@ -67,13 +74,13 @@ Result<Plan> plan_from_operator_config(Plan plan, TfConfig config) {
 // Neither --cluster nor TF_CONFIG: a platform that describes the job gives identity and peers.
 Result<Plan> plan_from_platform(const Options& options, const PlanInputs& parsed, const Environment& env, const HostFacts& facts,
                                 Plan plan) {
-  auto job = describe_job_by_platform({options, parsed, env, facts, plan.hostname});
+  auto job = describe_job_by_platform({parsed, env, facts, plan.hostname});
   if (!job) return std::unexpected(job.error());
   if (!*job) {
     return usage_error("--cluster (or TFBOOT_CLUSTER) is required when TF_CONFIG is not set and no platform describes the job "
                        "(Slurm, SageMaker, Volcano, JobSet)");
   }
-  auto identity = identity_with_platform(options, parsed, (*job)->identity);
+  auto identity = identity_with_platform(parsed, (*job)->identity);
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;
   plan.peers = std::move((*job)->peers);
@@ -88,7 +95,7 @@ Result<Plan> plan_from_platform(const Options& options, const PlanInputs& parsed
     return usage_error("task " + plan.identity.task() + " from " + plan.identity.source + " is outside the cluster " +
                        (*job)->platform + " describes (" + cluster_counts_text(plan.peers) + ")");
   }
-  if (auto fits = check_environment_estimate(options, plan.peers); !fits) return std::unexpected(fits.error());
+  if (auto fits = check_environment_estimate(options, plan); !fits) return std::unexpected(fits.error());
   return plan;
 }
 
@@ -109,9 +116,9 @@ Result<PlanInputs> check_options(const Options& options, const Environment& env)
   auto parsed = parse_plan_inputs(options, env);
   if (!parsed) return parsed;
   if (options.dns_server) {
-    if (auto servers = parse_dns_servers(options.dns_server->value, options.dns_server->source); !servers) {
-      return std::unexpected(servers.error());
-    }
+    auto servers = parse_dns_servers(options.dns_server->value, options.dns_server->source);
+    if (!servers) return std::unexpected(servers.error());
+    parsed->dns_servers = std::move(*servers);
   }
   if (auto identity_flags = parse_identity_flags(options, *parsed); !identity_flags) return std::unexpected(identity_flags.error());
   return parsed;
@@ -122,14 +129,15 @@ bool needs_own_ptr_name(const Options& options) { return options.identity_from =
 Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const Environment& env, const HostFacts& facts,
                        const std::optional<Setting>& ptr_name) {
   Plan plan;
-  plan.hostname = choose_hostname(options, env, facts.system_hostname);
+  plan.hostname = choose_hostname(options.hostname, env, facts.system_hostname);
   plan.framework = options.framework;
   plan.nproc_per_node = options.nproc_per_node;
+  plan.dns_servers = parsed.dns_servers;
   if (options.cluster && env.contains("TF_CONFIG") && !env.find("TF_CONFIG")->second.empty()) {
     plan.warnings.push_back("TF_CONFIG from the environment is replaced, since " + options.cluster->source + " is given");
   }
   if (!parsed.operator_config && !parsed.cluster) return plan_from_platform(options, parsed, env, facts, std::move(plan));
-  auto identity = resolve_identity({options, env, plan.hostname, parsed, ptr_name});
+  auto identity = resolve_identity({env, plan.hostname, parsed, ptr_name});
   if (!identity) return std::unexpected(identity.error());
   plan.identity = *identity;
   if (parsed.operator_config) return plan_from_operator_config(std::move(plan), *parsed.operator_config);
@@ -139,14 +147,14 @@ Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const E
   }
   auto peer_template = choose_peer_template(options, plan.hostname, ptr_name);
   if (!peer_template) return std::unexpected(peer_template.error());
-  auto suffix = choose_dns_suffix(options, env, facts.hosts_file, parse_resolv_conf(facts.resolv_conf),
+  auto suffix = choose_dns_suffix(parsed.service, env, facts.hosts_file, parse_resolv_conf(facts.resolv_conf),
                                   {plan.hostname.name, facts.system_hostname});
   if (!suffix) return std::unexpected(suffix.error());
   plan.suffix = *suffix;
   auto peers = plan_peers(*parsed.cluster, parsed.ports, *peer_template, *suffix, options.chief_at_ordinal_0);
   if (!peers) return std::unexpected(peers.error());
   plan.peers = std::move(*peers);
-  if (auto fits = check_environment_estimate(options, plan.peers); !fits) return std::unexpected(fits.error());
+  if (auto fits = check_environment_estimate(options, plan); !fits) return std::unexpected(fits.error());
   return plan;
 }
 
@@ -170,7 +178,7 @@ Result<std::string> make_tf_config_text(const Options& options, const Plan& plan
   }
   if (auto valid = validate_tf_config(config, "generated TF_CONFIG"); !valid) return std::unexpected(valid.error());
   std::string text = to_json(config);
-  if (!options.print && text.size() + 10 > max_environment_string) {
+  if (tf_config_in_environment(options, plan) && text.size() + 10 > max_environment_string) {
     return usage_error("TF_CONFIG is " + std::to_string(text.size()) + " bytes, over Linux's limit of " +
                        std::to_string(max_environment_string) + " for one environment variable; use --address ip or shorter names");
   }

@@ -28,6 +28,7 @@ struct Plan {
   std::optional<DnsSuffix> suffix;          // the peers' Service, when known
   Framework framework = Framework::tensorflow;  // --framework, else what a platform's runtime says
   Setting nproc_per_node;                       // --nproc-per-node, else the platform's, else 1
+  std::vector<DnsServer> dns_servers;           // --dns-server as check_options parsed it; empty: resolv.conf's
   std::vector<std::string> warnings;        // for the log
 };
 
@@ -45,8 +46,9 @@ Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const E
                        const std::optional<Setting>& ptr_name);
 
 // The task's TF_CONFIG, one line. `resolved` holds the DNS wait's answer per peer (needed for
-// --address ip), or is empty. Exit 2 when it fails TensorFlow's checks or, unless only printed,
-// exceeds what Linux allows in one environment string.
+// --address ip), or is empty. Exit 2 when it fails TensorFlow's checks or, when it goes into a
+// TensorFlow command's environment (not only printed; PyTorch and JAX get none), exceeds what
+// Linux allows in one environment string.
 Result<std::string> make_tf_config_text(const Options& options, const Plan& plan, const std::vector<NameStatus>& resolved);
 
 }  // namespace tfboot

@@ -19,6 +19,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "process/output_tail.h"
 
 namespace tfboot {
 
@@ -26,8 +27,14 @@ struct ChildSpec {
   std::vector<std::string> argv;
   std::vector<std::string> environment;  // the command's whole environment, "KEY=value"
   // Non-empty: stdout and stderr are captured and copied to ours line by line with this prefix
-  // ("[worker:0] "). Empty: the child shares our stdout, stderr and terminal.
+  // ("[worker:0] "). Empty: the child shares our stdout and terminal, and its stderr is copied to
+  // ours unchanged, unless ours is a terminal, which the child then shares too.
   std::string output_label;
+  // A session of its own (setsid), as torchrun starts each rank: the kernel's autogroup then
+  // schedules each as a group of its own rather than all with tfboot. It leads its process group
+  // all the same, which is what we signal. Off: a process group in our session, given our
+  // terminal when the output is not captured.
+  bool own_session = false;
 };
 
 // Signals an init must not pass on: SIGCHLD is ours, and the synchronous ones are about tfboot
@@ -51,10 +58,15 @@ class ChildSet {
   ChildSet(const ChildSet&) = delete;
   ChildSet& operator=(const ChildSet&) = delete;
 
-  // fork + exec in a process group of its own, with default signal dispositions and an empty
+  // fork + exec in a process group (or session) of its own, with default signal dispositions and an empty
   // mask. A command that cannot be executed ends with 127/126 as its exit code (a shell's rule);
   // fork or pipe failures are errors here (exit_code::resources).
   Result<std::size_t> start(const ChildSpec& spec);
+
+  // Why an ended child failed, in its own words: the exec failure ("cannot run command 'pythn':
+  // not found"), else the failure line of what it last wrote to stderr (output_tail.h); "" when
+  // its stderr was not ours to read or it said nothing.
+  std::string last_words(std::size_t child) const;
 
   bool running(std::size_t child) const { return !children_[child].exit_code; }
   bool any_running() const;
@@ -87,11 +99,16 @@ class ChildSet {
     std::string label;
     std::optional<int> exit_code;
     OutputStream out, err;
+    OutputTail err_tail;       // stderr's last lines
+    std::string exec_failure;  // the message of an exec that failed
   };
 
   ChildSet() = default;
   void reap();
-  void copy_output(OutputStream& stream, const std::string& label);
+  // `tail`: where the lines are kept as well (stderr's), or null.
+  void copy_output(OutputStream& stream, const std::string& label, OutputTail* tail);
+  // What an ended child's pipes already hold, without waiting: its last lines precede its exit.
+  void read_remaining_output(Child& child);
   void read_signals();
   void add_output_fds(std::vector<pollfd>& fds) const;
   void handle_output(const std::vector<pollfd>& fds);

@@ -3,6 +3,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -28,22 +29,92 @@ std::string dump(const ordered_json& value, int indent) {
   return value.dump(indent, ' ', false, ordered_json::error_handler_t::replace);
 }
 
-ordered_json peers_json(const StartupReport& report) {
-  ordered_json peers = ordered_json::array();
-  for (std::size_t i = 0; i < report.peers.size(); ++i) {
-    const PeerAddress& peer = report.peers[i];
-    ordered_json entry{{"task", peer.task()}, {"name", peer.name}, {"port", peer.port}};
-    if (i < report.resolution.size()) {
-      const NameStatus& status = report.resolution[i];
-      entry["resolved"] = status.resolved;
-      entry["addresses"] = status.addresses;
-      entry["tries"] = status.tries;
-      entry["seconds_to_resolve"] = status.resolved ? static_cast<double>(status.time_to_resolve.count()) / 1000.0 : -1.0;
-      if (!status.resolved) entry["last_error"] = describe(status);
-    }
-    peers.push_back(entry);
+// What grows with the job is written within a byte budget each, so that the whole file stays
+// well under max_previous_startup_json at any job size: the next start must read it back.
+constexpr std::size_t peers_budget = 384 * 1024;
+constexpr std::size_t texts_budget = 64 * 1024;  // warnings; the command; the job's environment differences
+constexpr std::size_t max_listed_text = 4096;
+constexpr std::size_t max_embedded_tf_config = 128 * 1024;  // Linux's limit for one variable: TF_CONFIG is always under it
+constexpr std::size_t max_listed_unresolved = 20;
+
+// The bytes `entry` takes in the file, written with indent 2 at `depth`.
+std::size_t written_size(const ordered_json& entry, int depth) {
+  const std::string text = entry.dump(2, ' ', false, ordered_json::error_handler_t::replace);
+  const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
+  return text.size() + lines * static_cast<std::size_t>(2 * depth) + 2;  // its indentation, ",\n"
+}
+
+ordered_json peer_json(const StartupReport& report, std::size_t i) {
+  const PeerAddress& peer = report.peers[i];
+  ordered_json entry{{"task", peer.task()}, {"name", peer.name}, {"port", peer.port}};
+  if (i < report.resolution.size()) {
+    const NameStatus& status = report.resolution[i];
+    entry["resolved"] = status.resolved;
+    entry["addresses"] = status.addresses;
+    entry["tries"] = status.tries;
+    entry["seconds_to_resolve"] = status.resolved ? static_cast<double>(status.time_to_resolve.count()) / 1000.0 : -1.0;
+    if (!status.resolved) entry["last_error"] = describe(status);
   }
-  return peers;
+  return entry;
+}
+
+// "peers" in cluster order within peers_budget; when some are left out, "peers_not_listed" counts
+// them and names the first unresolved ones among them (the log has every one).
+void add_peers(ordered_json& root, const StartupReport& report) {
+  ordered_json peers = ordered_json::array();
+  std::size_t used = 0;
+  std::size_t i = 0;
+  for (; i < report.peers.size(); ++i) {
+    ordered_json entry = peer_json(report, i);
+    used += written_size(entry, 2);
+    if (used > peers_budget) break;
+    peers.push_back(std::move(entry));
+  }
+  root["peers"] = std::move(peers);
+  if (i == report.peers.size()) return;
+  std::size_t unresolved = 0;
+  ordered_json first_unresolved = ordered_json::array();
+  for (std::size_t j = i; j < report.peers.size() && j < report.resolution.size(); ++j) {
+    if (report.resolution[j].resolved) continue;
+    if (++unresolved <= max_listed_unresolved) first_unresolved.push_back(report.peers[j].task());
+  }
+  ordered_json left_out{{"count", report.peers.size() - i}, {"first", report.peers[i].task()}};
+  if (!report.resolution.empty()) {
+    left_out["unresolved"] = unresolved;
+    left_out["first_unresolved"] = std::move(first_unresolved);
+  }
+  root["peers_not_listed"] = std::move(left_out);
+}
+
+// Texts (each cut to max_listed_text) while they fit texts_budget; the number left out, or 0.
+std::size_t add_texts(ordered_json& object, const char* key, const std::vector<std::string>& texts) {
+  ordered_json listed = ordered_json::array();
+  std::size_t used = 0;
+  for (const auto& text : texts) {
+    // Bytes that are not UTF-8 may triple as U+FFFD: counted at their worst.
+    std::string cut = text.substr(0, max_listed_text);
+    used += 3 * cut.size() + 8;
+    if (used > texts_budget) break;
+    listed.push_back(std::move(cut));
+  }
+  const std::size_t left_out = texts.size() - listed.size();
+  object[key] = std::move(listed);
+  if (left_out > 0) object[std::string(key) + "_not_listed"] = left_out;
+  return left_out;
+}
+
+// The job section, with its environment differences bounded as the warnings are.
+ordered_json job_json(const std::string& text) {
+  ordered_json job = ordered_json::parse(text, nullptr, false);
+  if (!job.is_object()) return job;
+  if (auto it = job.find("environment_differences"); it != job.end() && it->is_array()) {
+    std::vector<std::string> differences;
+    for (const auto& line : *it) {
+      if (line.is_string()) differences.push_back(line.get<std::string>());
+    }
+    add_texts(job, "environment_differences", differences);
+  }
+  return job;
 }
 
 bool is_short_text(const ordered_json& value) {
@@ -150,7 +221,8 @@ std::string build_startup_json(const StartupReport& report, const PreviousStarts
   root["tfboot_version"] = report.version;
   if (!report.commit.empty()) root["tfboot_commit"] = report.commit;
   root["task"] = {{"type", std::string(to_string(report.identity.type))}, {"index", report.identity.index}};
-  root["identity_source"] = report.identity.source;
+  // Read back as at most max_text_field bytes, even once bytes that are not UTF-8 become U+FFFD.
+  root["identity_source"] = report.identity.source.substr(0, max_text_field / 4);
   if (!report.local) root["hostname"] = report.hostname;
   root["started_at"] = report.started_at;
   root["started_at_iso"] = iso8601_utc(report.started_at);
@@ -159,12 +231,18 @@ std::string build_startup_json(const StartupReport& report, const PreviousStarts
   root["written_at_iso"] = iso8601_utc(report.written_at);
   if (!report.local) {
     root["dns_servers"] = report.dns_servers;
-    root["peers"] = peers_json(report);
+    add_peers(root, report);
   }
-  root["warnings"] = report.warnings;
-  root["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
-  root["command"] = report.command;
-  if (!report.job_json.empty()) root["job"] = ordered_json::parse(report.job_json, nullptr, false);
+  add_texts(root, "warnings", report.warnings);
+  if (report.tf_config.size() <= max_embedded_tf_config) {
+    root["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
+  } else {
+    root["tf_config"] = nullptr;
+    root["tf_config_not_listed"] = std::to_string(report.tf_config.size()) + " bytes: tf_config.json holds it";
+  }
+  add_texts(root, "command", report.command);
+  if (!report.job_json.empty()) root["job"] = job_json(report.job_json);
+  if (!report.preflight_json.empty()) root["preflight"] = ordered_json::parse(report.preflight_json, nullptr, false);
   if (!report.framework_json.empty()) root["framework"] = ordered_json::parse(report.framework_json, nullptr, false);
   if (report.end) {
     ordered_json end = ordered_json::object();

@@ -36,6 +36,7 @@ struct StartupReport {
   double dns_wait_seconds = 0;
   double written_at = 0;
   std::string job_json;  // the job's control channel: a JSON object text, or empty when off
+  std::string preflight_json;  // --preflight: a JSON object text (docs/preflight.md), or empty when off
   std::string framework_json;  // PyTorch's or JAX's view of the node: a JSON object text, or empty for TensorFlow
   // `tfboot local`: no DNS and no peers to look up, so dns_servers, dns_wait_seconds and peers
   // are left out rather than written empty.

@@ -3,6 +3,7 @@
 // `tfboot local` alike.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,11 @@ Result<TaskFiles> write_task_files(const std::string& log_dir, StartupReport rep
 // startup.json as written, with how the task ended (`end.ended_at` set here), replaced atomically.
 // Exit code 4 on failure, the earlier file left whole.
 Result<void> record_task_end(const TaskFiles& files, TaskEnd end);
+
+// startup.json as record_task_end would write it with `end`, split around the moment of the end
+// for a writer that knows it only later (a signal handler): the text before `ended_at`'s number,
+// between it and `ended_at_iso`'s text, and after.
+std::array<std::string, 3> startup_json_around_the_end(const TaskFiles& files, TaskEnd end);
 
 // The command's environment: `inherited` ("KEY=value" entries as tfboot got them) without any
 // entry for TF_CONFIG, TFBOOT_LOG_DIR, TFBOOT_TASK_TYPE, TFBOOT_TASK_INDEX or one of `extra`'s

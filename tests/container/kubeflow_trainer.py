@@ -5,9 +5,9 @@ The runtime (the ClusterTrainingRuntime `torch-distributed` the Trainer installs
 replicated Job `node` with one container `node`; the Trainer sets the Job's parallelism and
 completions to numNodes, puts the TrainJob's image, command, args, env and resourcesPerNode into
 the container, adds the PET_* variables its torch plugin writes for torchrun and the container
-port 29500, and applies the TrainJob's runtimePatches (volumes, and per container env and
-volumeMounts). The JobSet is named like the TrainJob, so its pods are <name>-node-0-<k> under
-the headless Service <name>; its network is JobSet's default. Only what the examples use is
+port 29500, and applies the TrainJob's runtimePatches (volumes, the grace period and security
+context, and per container env, volumeMounts and securityContext). The JobSet is named like the
+TrainJob, so its pods are <name>-node-0-<k> under the headless Service <name>; its network is JobSet's default. Only what the examples use is
 modelled; anything else raises UnsupportedManifest.
 """
 
@@ -22,6 +22,8 @@ NODE = "node"                       # the runtime's replicated Job and container
 TRAINER_PORT = 29500                # the Trainer's ContainerTrainerPort: PET_MASTER_PORT
 # The Job controller's annotation, which the torch plugin reads into PET_NODE_RANK.
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+# What the examples' runtimePatches set in the pod (a patch of anything else is not modelled).
+PATCHED_POD_FIELDS = {"volumes", "containers", "terminationGracePeriodSeconds", "securityContext"}
 
 
 def _num_proc_per_node(trainer: dict) -> str:
@@ -39,15 +41,19 @@ def _apply_patches(name: str, patches: list[dict], pod_spec: dict) -> None:
             if job["name"] != NODE:
                 raise UnsupportedManifest(f"TrainJob {name}: runtime {RUNTIME} has no replicated Job {job['name']}")
             spec = job.get("template", {}).get("spec", {}).get("template", {}).get("spec", {})
-            if set(spec) - {"volumes", "containers"}:
-                raise UnsupportedManifest(f"TrainJob {name}: patches of {sorted(set(spec) - {'volumes', 'containers'})}")
+            if set(spec) - PATCHED_POD_FIELDS:
+                raise UnsupportedManifest(f"TrainJob {name}: patches of {sorted(set(spec) - PATCHED_POD_FIELDS)}")
             pod_spec.setdefault("volumes", []).extend(copy.deepcopy(spec.get("volumes", [])))
+            pod_spec.update({key: copy.deepcopy(spec[key]) for key in ("terminationGracePeriodSeconds", "securityContext")
+                             if key in spec})
             for patched in spec.get("containers", []):
                 if patched["name"] != NODE:
                     raise UnsupportedManifest(f"TrainJob {name}: runtime {RUNTIME} has no container {patched['name']}")
                 container = pod_spec["containers"][0]
                 for key in ("env", "volumeMounts"):
                     container.setdefault(key, []).extend(copy.deepcopy(patched.get(key, [])))
+                if "securityContext" in patched:
+                    container["securityContext"] = copy.deepcopy(patched["securityContext"])
 
 
 def trainjob_as_jobset(doc: dict) -> dict:

@@ -1,7 +1,9 @@
 """The deployment examples in examples/: the Kubernetes manifests pass the API schemas (strict: no
 unknown field), with and without their optional control secret, and deploy the way tfboot needs
 (job supervision included: control port, exit codes in the Jobs' failure policies, idle StatefulSets,
-a NetworkPolicy that admits only the job's pods), give tfboot only options and TFBOOT_* variables
+a NetworkPolicy that admits only the job's pods and Prometheus' scrape), are ready for real pods
+(CPU and memory requests, writable /logs and /tmp, /dev/shm for PyTorch, a grace period for a
+checkpoint, a non-root variant), give tfboot only options and TFBOOT_* variables
 its --help lists, the compose files pass `docker compose config`, and in every pod of every example
 tfboot prints exactly the TF_CONFIG that docs/deploying.md shows, or, for the PyTorch examples,
 starts the job and gives each process exactly the torchrun variables it shows.
@@ -50,7 +52,7 @@ KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 CONTROL_PORT = 2220
 CONTROL_PORT_NAME = "tfboot-control"
 EXIT_JOB_STOPPED = 200          # another task failed or the coordinator was lost: not this task's fault
-EXIT_NEVER_RETRIED = {2, 5, 6}  # configuration error, start barrier incomplete, environment check failed
+EXIT_NEVER_RETRIED = {2, 6}  # configuration error, environment check failed (5, a task missing, is retried)
 # The optional secret's lines in the manifests: comment lines right below this marker, at its indent.
 SECRET_MARKER = "# control secret (optional)"
 SECRET_PATH = "/var/run/secrets/tfboot/secret"
@@ -478,7 +480,8 @@ def exit_code_action(job_spec: dict, container: str, code: int) -> str:
 @pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
 def test_manifest_supervises_the_job(name):
     """Every trainer declares the control port; a StatefulSet's finished tasks stay idle; a Job
-    never retries exit 2, 5 or 6, counts a task's own failure and does not count the 200 of the
+    never retries exit 2 or 6, counts a task's own failure and a start barrier that timed out (5: a
+    retry may get the pod that did not come), and does not count the 200 of the
     tasks it stopped (a JobSet's Jobs too: a preempted pod, replaced in its Job, costs no JobSet
     restart, and a task's own failure restarts the JobSet once)."""
     for doc in load_manifest(name):
@@ -503,6 +506,8 @@ def test_manifest_supervises_the_job(name):
             for code in sorted(EXIT_NEVER_RETRIED):
                 assert exit_code_action(spec, container, code) == "FailJob", f"{where}: exit {code}"
             assert exit_code_action(spec, container, 1) == "Count", f"{where}: a task's own failure must count"
+            assert exit_code_action(spec, container, 5) == "Count", f"{where}: a task missing at the start is retried"
+            assert exit_code_action(spec, container, 8) == "Count", f"{where}: a node refused by --preflight is retried elsewhere"
             stopped = exit_code_action(spec, container, EXIT_JOB_STOPPED)
             assert stopped == "Ignore", f"{where}: exit {EXIT_JOB_STOPPED}: {stopped}"
             # Preempted and saved (TensorFlow's handler exits 42; --stop-together ends with 143): a retry, not a failure.
@@ -542,11 +547,38 @@ def uses_nccl(docs: list[dict]) -> bool:
     return gpus and not has_ps
 
 
+def scraped_ports(docs: list[dict]) -> set[int]:
+    """The ports the pods ask Prometheus to scrape (prometheus.io/port), each tfboot's metrics port."""
+    ports = set()
+    for doc in as_deployed(docs):
+        for template in pod_templates(doc):
+            annotations = template.get("metadata", {}).get("annotations", {})
+            if annotations.get("prometheus.io/scrape") == "true":
+                port = annotations["prometheus.io/port"]
+                assert env_value(template["spec"]["containers"][0], "TFBOOT_METRICS_PORT") == port, \
+                    f"{doc['metadata']['name']}: prometheus.io/port {port} is not TFBOOT_METRICS_PORT"
+                ports.add(int(port))
+    return ports
+
+
+def check_scrape_rule(rule: dict, where: str) -> set[int]:
+    """A rule that admits Prometheus: from pods of one labelled namespace, each peer naming both the
+    namespace and the pods, to fixed ports only. Returns those ports."""
+    for peer in rule["from"]:
+        assert set(peer) == {"namespaceSelector", "podSelector"}, f"{where}: a peer of another namespace names its pods too: {peer}"
+        assert peer["namespaceSelector"].get("matchLabels") and peer["podSelector"].get("matchLabels"), f"{where}: {peer}"
+    ports = rule.get("ports") or []
+    assert ports and all(isinstance(p.get("port"), int) and "endPort" not in p for p in ports), \
+        f"{where}: Prometheus is admitted to fixed ports only: {ports}"
+    return {p["port"] for p in ports}
+
+
 def check_network_policy(name: str, docs: list[dict], policy_docs: list[dict], header: str) -> None:
     """One NetworkPolicy selects every pod of the example and no other example's pod, and admits to
     its pods exactly those pods: on every TCP port when the job uses NCCL (NVIDIA/nccl#680: no fixed
-    ports), else on exactly its containers' ports (TensorFlow's and the control port). The policy
-    carries the label the example's header applies it by, and only it has that label."""
+    ports), else on exactly its containers' ports (TensorFlow's and the control port); and, when the
+    pods advertise a Prometheus scrape, Prometheus' pods to exactly that port. The policy carries
+    the label the example's header applies it by, and only it has that label."""
     pods = kubernetes_pods(as_deployed(docs))
     others = [p for other in KUBERNETES_EXAMPLES if other != name for p in kubernetes_pods(as_deployed(load_manifest(other)))]
     policies = [d for d in policy_docs if any(selects(d["spec"]["podSelector"], p.labels) for p in pods)]
@@ -560,9 +592,12 @@ def check_network_policy(name: str, docs: list[dict], policy_docs: list[dict], h
     assert len(applies) == 1, f"{name}: its header must say `kubectl apply -f networkpolicy.yaml -l {POLICY_LABEL}=<job>` once"
     labelled = [d for d in policy_docs if (d["metadata"].get("labels") or {}).get(applies[0][0]) == applies[0][1]]
     assert labelled == [policy], f"{name}: `-l {applies[0][0]}={applies[0][1]}` applies {[d['metadata']['name'] for d in labelled]}"
-    admitted_ports, every_port = set(), False
+    admitted_ports, every_port, scrape_ports = set(), False, set()
     for rule in policy["spec"]["ingress"]:
         assert rule.get("from"), f"{where}: a rule without `from` admits everyone"
+        if any("namespaceSelector" in peer for peer in rule["from"]):
+            scrape_ports |= check_scrape_rule(rule, where)
+            continue
         for peer in rule["from"]:
             assert set(peer) == {"podSelector"}, f"{where}: only pods of the job's namespace: {peer}"
             assert all(selects(peer["podSelector"], p.labels) for p in pods), f"{where}: refuses pods of {name}"
@@ -575,6 +610,8 @@ def check_network_policy(name: str, docs: list[dict], policy_docs: list[dict], h
                 admitted_ports.add(port["port"])
             else:
                 every_port = True
+    assert scrape_ports == scraped_ports(docs), \
+        f"{where}: admits Prometheus to {sorted(scrape_ports)}, the pods advertise {sorted(scraped_ports(docs))}"
     if uses_nccl(docs):
         assert every_port and not admitted_ports, f"{where}: NCCL's ports are not known in advance: admit every TCP port"
         return
@@ -895,6 +932,81 @@ def test_manifest_requests_gpus_keeps_checkpoints_and_cleans_up(name, tfboot_opt
     check_resources(name, load_manifest(name), tfboot_options)
 
 
+NON_ROOT_MARKER = "# non-root (optional)"
+LOG_ROOT = "/logs"              # tfboot's default --log-root: unwritable, it exits 4 (which a Job retries)
+SHM = "/dev/shm"                # the runtime's default is 64 MiB: too small for NCCL and DataLoader workers
+
+
+def seconds(duration: str) -> float:
+    """A tfboot duration as the examples write it: 90, 90s, 2m."""
+    number, unit = re.fullmatch(r"(\d+)(s|m)?", duration).groups()
+    return int(number) * (60 if unit == "m" else 1)
+
+
+def trainer_pod_specs(docs: list[dict]) -> list[tuple[str, dict]]:
+    """(where, pod spec) of every workload, a TrainJob as the Trainer's pods."""
+    return [(f"{doc['kind']} {doc['metadata']['name']}", template["spec"])
+            for doc in as_deployed(docs) for template in pod_templates(doc)]
+
+
+def writable_volume(pod: dict, path: str, where: str) -> dict:
+    container = pod["containers"][0]
+    mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == path]
+    assert len(mounts) == 1 and not mounts[0].get("readOnly"), f"{where}: no writable volume at {path}"
+    volume = {v["name"]: v for v in pod.get("volumes", [])}[mounts[0]["name"]]
+    assert "emptyDir" in volume, f"{where}: {path} is not an emptyDir"
+    return volume["emptyDir"] or {}
+
+
+def check_real_pods(name: str, docs: list[dict], framework: str) -> None:
+    """What a pod on a shared GPU cluster needs beside the GPUs: CPU and memory requests (a pod
+    without them is BestEffort, evicted first) and a memory limit; a writable /logs (tfboot's log
+    root) and /tmp; for PyTorch a memory-backed /dev/shm; and a grace period after a stop signal
+    longer than TFBOOT_STOP_GRACE, so that the kubelet does not kill a trainer tfboot still lets save."""
+    for where, pod in trainer_pod_specs(docs):
+        where = f"{name}: {where}"
+        container = pod["containers"][0]
+        resources = container.get("resources", {})
+        requests = resources.get("requests", {})
+        assert {"cpu", "memory"} <= set(requests), f"{where}: no CPU and memory requests: BestEffort, evicted first"
+        assert "memory" in resources.get("limits", {}), f"{where}: no memory limit"
+        writable_volume(pod, LOG_ROOT, where)
+        writable_volume(pod, "/tmp", where)
+        if framework == "pytorch":
+            assert writable_volume(pod, SHM, where).get("medium") == "Memory", f"{where}: {SHM} is not in memory"
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        stop_grace = seconds(env_value(container, "TFBOOT_STOP_GRACE") or "30s")
+        assert grace >= stop_grace + 10, \
+            f"{where}: terminationGracePeriodSeconds {grace} leaves no margin over TFBOOT_STOP_GRACE ({stop_grace} s)"
+
+
+def check_non_root(name: str, docs: list[dict]) -> None:
+    """The non-root variant: a user other than root, a read-only root file system, and every
+    path tfboot and a trainer write (/logs, /tmp) an emptyDir."""
+    for where, pod in trainer_pod_specs(docs):
+        where = f"{name} (non-root): {where}"
+        security = pod.get("securityContext", {})
+        assert security.get("runAsNonRoot") is True and security.get("runAsUser", 0) > 0, f"{where}: pod securityContext"
+        container = pod["containers"][0].get("securityContext", {})
+        assert container.get("readOnlyRootFilesystem") is True, f"{where}: readOnlyRootFilesystem"
+        assert container.get("allowPrivilegeEscalation") is False, f"{where}: allowPrivilegeEscalation"
+        writable_volume(pod, LOG_ROOT, where)
+        writable_volume(pod, "/tmp", where)
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_is_ready_for_real_pods(name):
+    check_real_pods(name, load_manifest(name), example_framework(name))
+
+
+@pytest.mark.parametrize("name", KUBERNETES_EXAMPLES)
+def test_manifest_has_a_non_root_variant_that_passes_the_schemas(name):
+    variant = load_manifest_with(name, NON_ROOT_MARKER)
+    check_manifest_schemas(variant, f"{name} (non-root)")
+    check_non_root(name, variant)
+    check_real_pods(f"{name} (non-root)", variant, example_framework(name))
+
+
 def load_manifest_with(name: str, marker: str, required: bool = True) -> list[dict]:
     with open(os.path.join(EXAMPLES_DIR, name)) as f:
         text, uncommented = with_control_secret(f.read(), marker)
@@ -1011,6 +1123,19 @@ BROKEN = [
      lambda d: None, "policy-every-port", "admits every port"),
     ("indexed-job.yaml", "a header that applies another job's policy",
      lambda d: None, "policy-header", "applies"),
+    ("indexed-job.yaml", "a scrape the policy does not admit",
+     lambda d: None, "policy-no-scrape", "admits Prometheus to []"),
+    ("indexed-job.yaml", "Prometheus admitted to every port",
+     lambda d: None, "policy-scrape-every-port", "fixed ports only"),
+    ("indexed-job.yaml", "no CPU request beside the GPU",
+     lambda d: job_spec_of(d)["template"]["spec"]["containers"][0]["resources"]["requests"].pop("cpu"),
+     "real-pods", "no CPU and memory requests"),
+    ("statefulset.yaml", "no /logs volume",
+     lambda d: d[2]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].pop(0), "real-pods", "no writable volume at /logs"),
+    ("pytorch-indexed-job.yaml", "a /dev/shm on disk",
+     lambda d: job_spec_of(d)["template"]["spec"]["volumes"][2]["emptyDir"].pop("medium"), "real-pods", "/dev/shm is not in memory"),
+    ("jobset.yaml", "a grace period shorter than tfboot's stop grace",
+     lambda d: job_spec_of(d)["template"]["spec"].update(terminationGracePeriodSeconds=60), "real-pods", "leaves no margin"),
     ("jobset.yaml", "a Kueue variant that is not suspended",
      lambda d: None, "kueue", "created suspended"),
 ]
@@ -1027,6 +1152,8 @@ def run_broken_check(check: str, name: str, docs: list[dict], tfboot_options: di
         check_names(name, docs)
     elif check == "resources":
         check_resources(name, docs, tfboot_options)
+    elif check == "real-pods":
+        check_real_pods(name, docs, example_framework(name))
     elif check.startswith("policy"):
         policy_name = APPLY_POLICY.search(header)["value"]
         policy = next(p for p in policies if p["metadata"]["name"] == policy_name)
@@ -1036,6 +1163,10 @@ def run_broken_check(check: str, name: str, docs: list[dict], tfboot_options: di
             policy["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP", "port": 2220}, {"protocol": "TCP", "port": 2222}]
         elif check == "policy-every-port":
             policy["spec"]["ingress"][0]["ports"] = [{"protocol": "TCP"}]
+        elif check == "policy-no-scrape":
+            policy["spec"]["ingress"] = policy["spec"]["ingress"][:1]
+        elif check == "policy-scrape-every-port":
+            policy["spec"]["ingress"][1]["ports"] = [{"protocol": "TCP"}]
         elif check == "policy-header":
             header = header.replace(f"={policy_name}", "=mnist" if policy_name != "mnist" else "=resnet")
         check_network_policy(name, docs, policies, header)

@@ -1,11 +1,20 @@
 """scripts/release for real: the folder it makes, and each way a user installs tfboot from it.
 
-One release is made per run (a build from scratch in a temporary directory, 1-2 minutes), in a
-folder of the test's own. It is the second build of this commit in the tier: the tier's
-TFBOOT_BINARY is the first, made in another directory, and the two must agree byte for byte, as
-must every artifact packed around them. Then the wheel goes into a plain venv and into a venv of
+One release is made per run, in a folder of the test's own: a fresh CMake configuration in a
+temporary build directory whose compiles go through ccache (scripts/lib/ccache.sh), so that with
+the tier's TFBOOT_BINARY built by scripts/build just before, the objects come from the cache and
+the release's run is mostly linking and packing (CCACHE_DISABLE=1 makes it compile everything).
+The release and TFBOOT_BINARY must agree byte for byte, as must every artifact packed around them:
+the link and the packing are reproducible and the release ships the binary the tiers tested. That
+a compile in another directory gives the same object is what the cache cannot show; what would
+make it differ is a path reaching the binary, and the test checks that neither the checkout's nor
+the build directory's path is in it. Then the wheel goes into a plain venv and into a venv of
 the TensorFlow stand-in image (images.py) that two pods run with the wheel's tfboot as PID 1, and
 the .deb goes into the debootstrapped Debian image with dpkg.
+
+The aarch64 binary (cross-compiled; scripts/build aarch64 makes the tier's copy, TFBOOT_AARCH64_BINARY
+or the build directory's twin `<dir>-aarch64`) must agree with the release's the same way, and runs
+here under qemu-aarch64-static, named on the command line: binfmt_misc need not be registered.
 """
 
 import gzip
@@ -36,7 +45,12 @@ VERSION = _project_version()
 BINARY = f"tfboot-{VERSION}-linux-x86_64"
 WHEEL = f"tfboot-{VERSION}-py3-none-manylinux_2_17_x86_64.whl"
 DEB = f"tfboot_{VERSION}_amd64.deb"
+BINARY_AARCH64 = f"tfboot-{VERSION}-linux-aarch64"
+WHEEL_AARCH64 = f"tfboot-{VERSION}-py3-none-manylinux_2_17_aarch64.whl"
+DEB_ARM64 = f"tfboot_{VERSION}_arm64.deb"
 SBOM = f"tfboot-{VERSION}.cdx.json"
+ARTIFACTS = [BINARY, WHEEL, DEB, BINARY_AARCH64, WHEEL_AARCH64, DEB_ARM64, SBOM]
+QEMU = "qemu-aarch64-static"
 VENV_TFBOOT = "/opt/venv/bin/tfboot"
 
 
@@ -49,10 +63,25 @@ def _read(path):
         return f.read()
 
 
+def _write_release(folder, files):
+    """A folder as a release leaves it: the files, and SHA256SUMS listing each one with its sum."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    (folder / "SHA256SUMS").write_text("".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n"
+                                               for name, data in sorted(files.items())))
+
+
+# An earlier release's folder, of another version: what `scripts/release DIR` replaces.
+EARLIER = {"tfboot-0.0.9-linux-x86_64": b"\x7fELF an earlier binary", "tfboot_0.0.9_amd64.deb": b"!<arch>\n",
+           "tfboot-0.0.9-py3-none-manylinux_2_17_x86_64.whl": b"PK", "tfboot-0.0.9.cdx.json": b"{}\n"}
+
+
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    """The folder `scripts/release DIR` made."""
+    """The folder `scripts/release DIR` made, where an earlier release's folder was."""
     dist = tmp_path_factory.mktemp("release") / "dist"
+    _write_release(dist, EARLIER)
     started = time.monotonic()
     done = subprocess.run([os.path.join(REPO_DIR, "scripts", "release"), str(dist)], capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=900)
@@ -76,6 +105,65 @@ def test_release_refuses_bad_arguments_before_it_builds(args, error):
     assert (done.returncode, done.stdout, done.stderr) == (2, "", error)
 
 
+def _snapshot(folder):
+    return {str(path.relative_to(folder)): path.read_bytes() if path.is_file() else None
+            for path in sorted(folder.rglob("*"))}
+
+
+def _not_a_release(reason):
+    return lambda dist: f"release: {dist} is not an earlier release ({reason}); remove it or name another\n"
+
+
+def _with(extra):
+    def make(dist):
+        _write_release(dist, EARLIER)
+        extra(dist)
+    return make
+
+
+def _another_products_download(dist):
+    _write_release(dist, {"tool-1.2.tar.gz": b"another product"})
+
+
+def _changed_sum(dist):
+    _write_release(dist, EARLIER)
+    (dist / "tfboot_0.0.9_amd64.deb").write_bytes(b"!<arch>\nchanged by hand")
+
+
+@pytest.mark.parametrize("make, error", [
+    (_with(lambda dist: (dist / "SHA256SUMS.asc").write_text("-----BEGIN PGP SIGNATURE-----\n")),
+     _not_a_release("it holds 'SHA256SUMS.asc', which its SHA256SUMS does not list")),
+    (_another_products_download, _not_a_release("its SHA256SUMS lists 'tool-1.2.tar.gz', which is no release's file")),
+    (_with(lambda dist: (dist / "notes").mkdir()), _not_a_release("it holds 'notes', which its SHA256SUMS does not list")),
+    (_changed_sum, _not_a_release("'tfboot_0.0.9_amd64.deb' differs from its sum in SHA256SUMS")),
+    (_with(lambda dist: (dist / "tfboot-0.0.9.cdx.json").unlink()),
+     _not_a_release("its SHA256SUMS lists 'tfboot-0.0.9.cdx.json', which is not there")),
+    (_with(lambda dist: (dist / "SHA256SUMS").write_text("not a sum\n")),
+     _not_a_release("line 1 of its SHA256SUMS is not '<sha256>  <name>'")),
+    (lambda dist: (dist.mkdir(), (dist / "notes.txt").write_text("mine\n")),
+     lambda dist: f"release: {dist} is there and is not a release folder; remove it or name another\n"),
+], ids=["signature beside the sums", "another product's download", "a folder inside", "a changed file",
+        "a listed file gone", "sums not sha256sum's", "no SHA256SUMS"])
+def test_release_replaces_only_a_folder_of_files_a_release_wrote(make, error, tmp_path):
+    dist = tmp_path / "dist"
+    make(dist)
+    before = _snapshot(dist)
+    done = subprocess.run([os.path.join(REPO_DIR, "scripts", "release"), str(dist)], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", error(dist))
+    assert _snapshot(dist) == before
+    assert os.listdir(tmp_path) == ["dist"]   # no staging folder beside it either
+
+
+def test_an_empty_folder_or_an_earlier_release_may_be_replaced(tmp_path):
+    may_replace = [sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"), "--may-replace"]
+    (tmp_path / "empty").mkdir()
+    _write_release(tmp_path / "earlier", EARLIER)
+    for folder in ("empty", "earlier"):
+        done = subprocess.run([*may_replace, str(tmp_path / folder)], capture_output=True, text=True, timeout=30)
+        assert (done.returncode, done.stderr) == (0, ""), folder
+
+
 def test_packing_refuses_a_dynamically_linked_binary(tmp_path):
     python = os.path.realpath("/usr/bin/python3")   # dynamically linked, as a sanitizer build is
     done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"), "--binary", python,
@@ -86,18 +174,39 @@ def test_packing_refuses_a_dynamically_linked_binary(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_packing_refuses_a_build_directory_that_compiles_for_another_architecture(tfboot, tfboot_aarch64, tmp_path):
+    aarch64_build = os.path.dirname(os.path.dirname(tfboot_aarch64))
+    done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"), "--binary", tfboot,
+                           "--build-dir", aarch64_build, "--out", str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stderr) == (
+        1, f"release: --build-dir {aarch64_build}: its compiler does not build for x86_64, as {tfboot} is\n")
+    assert os.listdir(tmp_path) == []
+
+
 @pytest.fixture(scope="module")
 def version_line(tfboot):
     return subprocess.run([tfboot, "--version"], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.fixture(scope="module")
+def tfboot_aarch64(tfboot):
+    """The tier's cross-built aarch64 tfboot: TFBOOT_AARCH64_BINARY, else <TFBOOT_BINARY's build dir>-aarch64."""
+    build_dir = os.path.dirname(os.path.dirname(tfboot))
+    path = os.path.abspath(os.environ.get("TFBOOT_AARCH64_BINARY", f"{build_dir}-aarch64/launcher/tfboot"))
+    if not os.path.isfile(path):
+        pytest.fail(f"no aarch64 tfboot at {path}: run TFBOOT_BUILD_DIR={build_dir}-aarch64 scripts/build aarch64 "
+                    "or set TFBOOT_AARCH64_BINARY")
+    return path
+
+
 def test_release_folder_holds_the_binary_the_packages_the_sbom_and_their_sums(release):
-    assert sorted(os.listdir(release)) == sorted([BINARY, WHEEL, DEB, SBOM, "SHA256SUMS"])
+    assert sorted(os.listdir(release)) == sorted([*ARTIFACTS, "SHA256SUMS"])
     listed = {}
     for line in (release / "SHA256SUMS").read_text().splitlines():
         digest, name = line.split("  ", 1)
         listed[name] = digest
-    assert sorted(listed) == sorted([BINARY, WHEEL, DEB, SBOM])
+    assert sorted(listed) == sorted(ARTIFACTS)
     for name, digest in listed.items():
         assert hashlib.sha256(_read(release / name)).hexdigest() == digest, name
     # and as a user checks it
@@ -105,31 +214,84 @@ def test_release_folder_holds_the_binary_the_packages_the_sbom_and_their_sums(re
     assert check.returncode == 0 and check.stdout.splitlines() == [f"{name}: OK" for name in sorted(listed)], check
 
 
-def test_sbom_lists_what_is_linked_in_with_the_build_s_versions(release):
+LINKED_IN = ["glibc", "libstdc++", "libgcc", "c-ares", "libsodium", "fmt", "nlohmann-json"]
+
+
+def test_sbom_lists_each_architecture_s_binary_packages_and_what_is_linked_in(release):
     bom = json.loads((release / SBOM).read_text())
     assert bom["metadata"]["component"]["version"] == VERSION
-    assert bom["metadata"]["component"]["hashes"] == [
-        {"alg": "SHA-256", "content": hashlib.sha256(_read(release / BINARY)).hexdigest()}]
-    components = {c["name"]: c for c in bom["components"]}
-    assert sorted(components) == sorted(["glibc", "libstdc++", "libgcc", "c-ares", "libsodium", "fmt", "nlohmann-json"])
-    for name, component in components.items():
+    components = {c["bom-ref"]: c for c in bom["components"]}
+    arches = ("x86_64", "aarch64")
+    assert sorted(components) == sorted([f"tfboot-linux-{arch}" for arch in arches] +
+                                        [f"{arch}/{name}" for arch in arches for name in LINKED_IN])
+    for arch, binary, packages in [("x86_64", BINARY, [WHEEL, DEB]),
+                                   ("aarch64", BINARY_AARCH64, [WHEEL_AARCH64, DEB_ARM64])]:
+        component = components[f"tfboot-linux-{arch}"]
+        assert (component["name"], component["version"]) == ("tfboot", VERSION)
+        digest = hashlib.sha256(_read(release / binary)).hexdigest()
+        assert component["hashes"] == [{"alg": "SHA-256", "content": digest}]
+        properties = [(p["name"], p["value"]) for p in component["properties"]]
+        assert [value for name, value in properties if name == "tfboot:packaged-in"] == packages
+        assert ("tfboot:architecture", arch) in properties and ("tfboot:file", binary) in properties
+    assert bom["dependencies"][0] == {"ref": "tfboot", "dependsOn": ["tfboot-linux-x86_64", "tfboot-linux-aarch64"]}
+    for ref, component in components.items():
         assert re.fullmatch(r"\d+\.\d+(\.\d+)?", component["version"]), component
-        assert component["purl"].startswith("pkg:deb/debian/"), component
+        if "/" in ref:
+            assert component["purl"].startswith("pkg:deb/debian/"), component
+    # the arm64 libraries are the arm64 packages'; glibc is Debian's cross-toolchain one
+    assert components["aarch64/c-ares"]["purl"].endswith("?arch=arm64")
+    assert components["aarch64/glibc"]["purl"].startswith("pkg:deb/debian/libc6-dev-arm64-cross@")
+    assert components["x86_64/c-ares"]["purl"].endswith("?arch=amd64")
     # c-ares's version as its own header on this machine says it
     with open("/usr/include/ares_version.h") as f:
-        assert f'#define ARES_VERSION_STR "{components["c-ares"]["version"]}"' in f.read()
+        assert f'#define ARES_VERSION_STR "{components["x86_64/c-ares"]["version"]}"' in f.read()
 
 
-def test_a_second_build_of_the_commit_gives_the_same_release_byte_for_byte(release, tfboot, tmp_path):
-    """The release's build (scripts/release, from scratch, in a temporary directory) and the tier's
-    TFBOOT_BINARY (scripts/build, elsewhere) are two builds of this commit."""
-    assert _read(release / BINARY) == _read(tfboot), (
-        f"{BINARY} differs from {tfboot}: two builds of one commit must agree (or {tfboot} is stale: rebuild it)")
+def test_every_package_names_the_licence_and_ships_the_notices_of_what_is_linked_in(release, tmp_path):
+    licence = _read(os.path.join(REPO_DIR, "LICENSE"))
+    bom = json.loads((release / SBOM).read_text())
+    assert bom["metadata"]["component"]["licenses"] == [{"expression": "Apache-2.0"}]
+    assert {c["name"]: c["licenses"] for c in bom["components"]} == {
+        "tfboot": [{"expression": "Apache-2.0"}],
+        "glibc": [{"expression": "LGPL-2.1-or-later"}],
+        "libstdc++": [{"expression": "GPL-3.0-or-later WITH GCC-exception-3.1"}],
+        "libgcc": [{"expression": "GPL-3.0-or-later WITH GCC-exception-3.1"}],
+        "c-ares": [{"expression": "MIT"}], "libsodium": [{"expression": "ISC"}], "fmt": [{"expression": "MIT"}],
+        "nlohmann-json": [{"expression": "MIT"}]}
+    with zipfile.ZipFile(release / WHEEL) as wheel:
+        metadata = wheel.read(f"tfboot-{VERSION}.dist-info/METADATA").decode()
+        assert "\nLicense: Apache-2.0\nClassifier: License :: OSI Approved :: Apache Software License\n" in metadata
+        assert wheel.read(f"tfboot-{VERSION}.dist-info/LICENSE") == licence
+        notices = wheel.read(f"tfboot-{VERSION}.dist-info/THIRD-PARTY-NOTICES").decode()
+    for heading in ("glibc (LGPL-2.1-or-later), from libc6-dev ", "c-ares (MIT), from libc-ares-dev ",
+                    "libsodium (ISC), from libsodium-dev ", "nlohmann-json (MIT), from nlohmann-json3-dev "):
+        assert heading in notices, heading
+    unpacked = tmp_path / "deb"
+    subprocess.run(["dpkg-deb", "--raw-extract", str(release / DEB), str(unpacked)], check=True, timeout=60)
+    control = (unpacked / "DEBIAN" / "control").read_text()
+    assert "\nMaintainer: tfboot developers <tfboot@users.noreply.invalid>\n" in control
+    copyright_ = (unpacked / "usr/share/doc/tfboot/copyright").read_text()
+    assert copyright_.startswith("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n")
+    assert "\nFiles: *\nCopyright: tfboot developers\nLicense: Apache-2.0\n" in copyright_
+    with gzip.open(unpacked / "usr/share/doc/tfboot/THIRD-PARTY-NOTICES.gz") as f:
+        assert f.read().decode() == notices
+
+
+def test_a_second_build_of_the_commit_gives_the_same_release_byte_for_byte(release, tfboot, tfboot_aarch64,
+                                                                          tmp_path):
+    """The release's builds (scripts/release, fresh configurations in temporary directories) and the
+    tier's TFBOOT_BINARY and its aarch64 twin (scripts/build, elsewhere) are two builds of this commit."""
+    for name, built in [(BINARY, tfboot), (BINARY_AARCH64, tfboot_aarch64)]:
+        assert _read(release / name) == _read(built), (
+            f"{name} differs from {built}: two builds of one commit must agree (or {built} is stale: rebuild it)")
+        for path in (REPO_DIR, os.path.dirname(os.path.dirname(os.path.abspath(built)))):
+            assert os.fsencode(path) not in _read(release / name), f"{path} is written into {name}"
     again = tmp_path / "again"
     again.mkdir()
-    subprocess.run([sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"), "--binary", tfboot,
-                    "--build-dir", os.path.dirname(os.path.dirname(tfboot)), "--out", str(again)], check=True,
-                   timeout=120)
+    subprocess.run([sys.executable, os.path.join(REPO_DIR, "scripts", "lib", "release.py"),
+                    "--binary", tfboot, "--build-dir", os.path.dirname(os.path.dirname(tfboot)),
+                    "--binary", tfboot_aarch64, "--build-dir", os.path.dirname(os.path.dirname(tfboot_aarch64)),
+                    "--out", str(again)], check=True, timeout=120)
     for name in sorted(os.listdir(release)):
         assert _read(again / name) == _read(release / name), f"{name} differs between the two builds"
 
@@ -254,3 +416,64 @@ def test_wheel_in_a_tensorflow_image_runs_tfboot_as_pid_1_of_two_pods(release, d
                 assert "(supervised as init)" in err, err
     finally:
         buildah.remove_images(image)
+
+
+def _control(deb, tmp_path):
+    unpacked = tmp_path / os.path.basename(deb)
+    subprocess.run(["dpkg-deb", "--raw-extract", str(deb), str(unpacked)], check=True, timeout=60)
+    return unpacked, (unpacked / "DEBIAN" / "control").read_text()
+
+
+def test_aarch64_wheel_and_deb_say_aarch64_and_carry_the_aarch64_binary(release, tmp_path):
+    with zipfile.ZipFile(release / WHEEL_AARCH64) as wheel:
+        assert wheel.read(f"tfboot-{VERSION}.dist-info/WHEEL").decode().splitlines()[-1] == \
+            "Tag: py3-none-manylinux_2_17_aarch64"
+        assert wheel.read(f"tfboot-{VERSION}.data/scripts/tfboot") == _read(release / BINARY_AARCH64)
+        notices = wheel.read(f"tfboot-{VERSION}.dist-info/THIRD-PARTY-NOTICES").decode()
+    for heading in ("glibc (LGPL-2.1-or-later), from libc6-dev-arm64-cross ", "c-ares (MIT), from libc-ares-dev ",
+                    "libsodium (ISC), from libsodium-dev "):
+        assert heading in notices, heading
+    unpacked, control = _control(release / DEB_ARM64, tmp_path)
+    assert "\nArchitecture: arm64\n" in control, control
+    assert _read(unpacked / "usr/bin/tfboot") == _read(release / BINARY_AARCH64)
+    assert "\nArchitecture: amd64\n" in _control(release / DEB, tmp_path)[1]
+    elf = subprocess.run(["readelf", "--file-header", "--program-headers", str(release / BINARY_AARCH64)],
+                         capture_output=True, text=True, check=True).stdout
+    assert re.search(r"Machine:\s+AArch64", elf) and "INTERP" not in elf and "DYNAMIC" not in elf, elf
+
+
+def _under_qemu(binary, args, **kwargs):
+    return subprocess.run([QEMU, str(binary), *args], capture_output=True, text=True, timeout=60, **kwargs)
+
+
+def test_aarch64_binary_under_qemu_says_the_version_the_x86_64_one_says(release, version_line):
+    ran = _under_qemu(release / BINARY_AARCH64, ["--version"], env={})
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, version_line, "")
+
+
+def test_aarch64_binary_under_qemu_prints_what_the_x86_64_one_prints(release, tmp_path):
+    args = ["--print", "--cluster", "chief=1,worker=2", "--hostname", "mnist-worker-1", "--service", "mnist",
+            "--namespace", "ml"]
+    env = {"PATH": "/usr/bin:/bin", "TFBOOT_LOG_ROOT": str(tmp_path / "logs")}
+    native = subprocess.run([str(release / BINARY), *args], capture_output=True, text=True, env=env, timeout=60)
+    emulated = _under_qemu(release / BINARY_AARCH64, args, env=env)
+    assert native.returncode == 0 and json.loads(native.stdout)["task"] == {"type": "worker", "index": 1}, native
+    assert (emulated.returncode, emulated.stdout) == (0, native.stdout), emulated.stderr
+
+
+@pytest.mark.root
+def test_aarch64_binary_under_qemu_runs_a_two_task_local_job(release, tmp_path):
+    """The tasks are the machine's own x86-64 `sh`: qemu-user runs only tfboot, and the kernel runs what
+    it execs. tfboot is PID 1 of a PID namespace, as in a container: qemu-user 7.2 refuses the
+    PR_SET_CHILD_SUBREAPER that tfboot local asks for when it is not PID 1."""
+    ran = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", QEMU, str(release / BINARY_AARCH64), "local",
+                          "--cluster", "worker=2", "--", "sh", "-c", 'echo "$TF_CONFIG"; uname -m'],
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert sorted(line for line in lines if line.endswith(" x86_64")) == ["[worker:0] x86_64", "[worker:1] x86_64"]
+    configs = sorted((json.loads(line.split(" ", 1)[1]) for line in lines if not line.endswith(" x86_64")),
+                     key=lambda config: config["task"]["index"])
+    assert [config["task"] for config in configs] == [{"type": "worker", "index": 0}, {"type": "worker", "index": 1}]
+    assert configs[0]["cluster"] == configs[1]["cluster"] and len(configs[0]["cluster"]["worker"]) == 2
+    assert "job done; exiting 0" in ran.stderr, ran.stderr

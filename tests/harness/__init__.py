@@ -12,6 +12,13 @@ Start with ``harness.cluster.ClusterNetwork``; the modules under it, one concept
     dns_responder.py  the DNS server that fails on purpose (SERVFAIL, REFUSED, NXDOMAIN)
     dns_client.py     the tests' DNS client (DnsResult)
     processes.py      starting, tracking and killing processes; /proc readers; HarnessError
+    pod_job.py        PodJob: a job of pods with tfboot as PID 1, each pod's output in a file
+    exit_codes.py     tfboot's exit codes by name (docs/supervision.md)
+
+Beside the simulation, the real thing, for the Kubernetes tier (tests/kubernetes):
+
+    kubernetes.py     a real single-node Kubernetes (etcd, control plane, kubelet, containerd,
+                      CoreDNS's kubernetes plugin) in a network namespace of its own
 
 DNS messages are built and read with dnspython (requirements-test.txt).
 """

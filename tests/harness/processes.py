@@ -16,6 +16,9 @@ Offers:
   takes its servers along and one ``killpg`` reaches a process and its forks;
   ``kill_all()`` SIGKILLs every one still running (and its group), reaps them and closes
   their pipes, returning the problems it met instead of stopping at the first.
+* ``after_the_wait(*args)``: tfboot's arguments that print TF_CONFIG as the DNS wait leaves it:
+  the command itself prints it (``--print`` is a dry run that looks nothing up), in a run alone
+  (no control channel), its log dir in a fresh temporary directory.
 * /proc readers: ``pid_alive``, ``gone`` (exited or zombie), ``kill_and_reap_pids``,
   ``children``, ``cmdline``, ``listening(pid, ip, port)`` (udp socket and listening tcp socket
   on ip:port in pid's network namespace).
@@ -35,6 +38,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from typing import Iterable, Sequence
@@ -235,3 +239,8 @@ def listening(pid: int, ip: str, port: int) -> bool:
         except (OSError, StopIteration):
             found.append(False)
     return all(found)
+
+
+def after_the_wait(*args):
+    log_root = tempfile.mkdtemp(prefix="tfboot-after-the-wait-")
+    return [*args, "--control-port", "0", "--log-root", log_root, "--", "printenv", "TF_CONFIG"]

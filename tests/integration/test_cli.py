@@ -4,6 +4,7 @@ import json
 import os
 import re
 import stat
+import time
 
 import pytest
 
@@ -45,6 +46,61 @@ def test_print_zero_config_statefulset_name(run_tfboot, tmp_path):
                              '"task":{"type":"worker","index":1}}\n')
     assert not (tmp_path / "l").exists(), "--print writes no file"
     assert "from hostname 'mnist-worker-1' (from POD_NAME)" in result.stderr
+
+
+def dry_run_blocks(stdout):
+    """--print's output for PyTorch and JAX: {header: {KEY: value}}, one block per process."""
+    blocks = {}
+    for block in stdout.strip("\n").split("\n\n"):
+        header, *entries = block.split("\n")
+        blocks[header] = dict(entry.split("=", 1) for entry in entries)
+    return blocks
+
+
+# Names nothing resolves, a DNS server nobody answers and the default 15-minute wait: a dry run
+# that looked anything up would not end within the test's timeout.
+UNREACHABLE = {"TFBOOT_DNS_SERVER": "192.0.2.1", "TFBOOT_SERVICE": "nowhere", "TFBOOT_NAMESPACE": "ml",
+               "TFBOOT_CLUSTER_DOMAIN": "example", "TFBOOT_LOG_ROOT": "/tmp/dry-run-logs"}
+
+
+def test_print_is_a_dry_run_at_once_with_no_lookup(run_tfboot):
+    started = time.monotonic()
+    result = run_tfboot(["--print", "--cluster", "worker=2", "--hostname", "job-worker-1"], env=UNREACHABLE, timeout=10)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {
+        "cluster": {"worker": ["job-worker-0.nowhere.ml.svc.example:2222", "job-worker-1.nowhere.ml.svc.example:2222"]},
+        "task": {"type": "worker", "index": 1}}
+    assert time.monotonic() - started < 5
+    assert "DNS" not in result.stderr
+
+
+def test_print_shows_each_ranks_variables_for_pytorch(run_tfboot):
+    result = run_tfboot(["--print", "--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=3",
+                         "--hostname", "job-worker-1", "--max-restarts", "2"], env=UNREACHABLE, timeout=10)
+    assert result.returncode == 0, result.stderr
+    blocks = dry_run_blocks(result.stdout)
+    assert list(blocks) == ["# rank 2 of 6: worker:1, local rank 0", "# rank 3 of 6: worker:1, local rank 1"]
+    for local_rank, variables in enumerate(blocks.values()):
+        assert {key: variables[key] for key in ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_MAX_RESTARTS")} == {
+            "RANK": str(2 + local_rank), "LOCAL_RANK": str(local_rank), "GROUP_RANK": "1", "WORLD_SIZE": "6",
+            "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "job-worker-0.nowhere.ml.svc.example", "MASTER_PORT": "29500",
+            "TORCHELASTIC_MAX_RESTARTS": "2"}
+        assert variables["TFBOOT_LOG_DIR"] == "/tmp/dry-run-logs/worker_1"
+        assert variables["TORCHELASTIC_ERROR_FILE"] == f"/tmp/dry-run-logs/worker_1/error_rank{2 + local_rank}.json"
+        assert "TF_CONFIG" not in variables and "PATH" not in variables  # only what tfboot sets
+    assert not os.path.exists("/tmp/dry-run-logs"), "--print writes no file"
+
+
+def test_print_shows_each_processs_variables_for_jax(run_tfboot):
+    result = run_tfboot(["--print", "--framework", "jax", "--cluster", "worker=2", "--hostname", "job-worker-0",
+                         "--address", "ip"], env=UNREACHABLE, timeout=10)
+    assert result.returncode == 0, result.stderr
+    (header, variables), = dry_run_blocks(result.stdout).items()
+    assert header == "# rank 0 of 2: worker:0, local rank 0"
+    assert {key: variables[key] for key in ("JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS")} == {
+        "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "0", "JAX_COORDINATOR_ADDRESS": "job-worker-0.nowhere.ml.svc.example:29500"}
+    assert "--print looks nothing up: the names stand where --address ip puts addresses" in result.stderr
 
 
 def test_flag_beats_env_twin(run_tfboot):
@@ -227,9 +283,21 @@ def test_log_level_warn_silences_info(run_tfboot, tmp_path):
     assert "identity worker:0" in run_tfboot(["true"], env=env).stderr
 
 
-def test_a_mistyped_twin_is_warned_about_with_the_nearest_one(run_tfboot, tmp_path):
-    # TFBOOT_CLUSTR would otherwise leave the default two tasks running in silence.
-    result = run_tfboot(["local", "--log-root", str(tmp_path / "logs"), "--", "true"], env={"TFBOOT_CLUSTR": "worker=3"})
+def test_a_mistyped_twin_is_a_usage_error_naming_the_nearest_one(run_tfboot, tmp_path):
+    # TFBOOT_WAITT=0 would otherwise cost the full 15-minute DNS wait; nothing is looked up or written.
+    result = run_tfboot(["--log-root", str(tmp_path / "logs"), "--", "true"],
+                        env={"TFBOOT_WAITT": "0", "TFBOOT_CLUSTER": "worker=2", "POD_NAME": "m-worker-0"})
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result).endswith("TFBOOT_WAITT (did you mean TFBOOT_WAIT?) is not an option's environment twin; "
+                                      "TFBOOT_UNKNOWN_VARIABLES=warn ignores them with a warning (for an image that sets "
+                                               "variables for several tfboot versions)"), result.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_a_mistyped_twin_is_warned_about_with_the_nearest_one_when_asked(run_tfboot, tmp_path):
+    # An image that sets variables for several tfboot versions: TFBOOT_UNKNOWN_VARIABLES=warn.
+    result = run_tfboot(["local", "--log-root", str(tmp_path / "logs"), "--", "true"],
+                        env={"TFBOOT_CLUSTR": "worker=3", "TFBOOT_UNKNOWN_VARIABLES": "warn"})
     assert result.returncode == 0, result.stderr
     warnings = [line.split(" warning ", 1)[1] for line in result.stderr.splitlines() if " warning " in line]
     assert warnings == ["TFBOOT_CLUSTR is not an option's environment twin and is ignored; did you mean TFBOOT_CLUSTER?"]

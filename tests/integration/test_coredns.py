@@ -15,7 +15,7 @@ import dns.rdatatype
 import pytest
 
 from harness.cluster import ClusterNetwork
-from harness.processes import communicate_all
+from harness.processes import after_the_wait, communicate_all
 from harness.coredns import TTL, missing_reason
 from harness.namespaces import in_netns
 
@@ -125,7 +125,7 @@ def test_tfboot_dns_wait_resolves_every_peer_through_coredns(net, tfboot):
     for pod in pods:
         net.publish(pod, wait=False)
     net.dns.records.wait()
-    proc = net.run(pods[2], [tfboot, "--print", "--address", "ip"], env={"TFBOOT_CLUSTER": "worker=3"})
+    proc = net.run(pods[2], [tfboot, *after_the_wait("--address", "ip")], env={"TFBOOT_CLUSTER": "worker=3"})
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert json.loads(out) == {"cluster": {"worker": [f"{pod.ip}:2222" for pod in pods]},

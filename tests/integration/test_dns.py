@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.cluster import ClusterNetwork
+from harness.processes import after_the_wait
 
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
@@ -22,12 +22,6 @@ ALONE = {"TFBOOT_CONTROL_PORT": "0"}
 
 def fqdn(host):
     return f"{host}.{SERVICE_SUFFIX}"
-
-
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
 
 
 def start(net, tfboot, pod, args, env, log_root=None):
@@ -52,7 +46,7 @@ def workers(net, count, publish=True):
 
 def test_all_peers_present_zero_config(net, tfboot):
     pods = workers(net, 3)
-    procs = [start(net, tfboot, pod, ["--print"], {"TFBOOT_CLUSTER": "worker=3"}) for pod in pods]
+    procs = [start(net, tfboot, pod, after_the_wait(), {"TFBOOT_CLUSTER": "worker=3"}) for pod in pods]
     for index, proc in enumerate(procs):
         code, out, err = finish(proc)
         assert code == 0, err
@@ -85,7 +79,7 @@ def test_at_most_two_queries_per_name_and_startup_json(net, tfboot, tmp_path):
 def test_peer_published_late_is_seen_within_a_second(net, tfboot):
     pods = workers(net, 2, publish=False)
     net.publish(pods[0])
-    proc = start(net, tfboot, pods[0], ["--print"], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[0], after_the_wait(), {"TFBOOT_CLUSTER": "worker=2"})
     time.sleep(4)
     assert proc.poll() is None, "tfboot must still be waiting"
     published_at = time.monotonic()
@@ -133,7 +127,7 @@ def test_thirty_percent_of_dns_packets_dropped(net, tfboot, tmp_path):
 def test_dns_server_down_for_the_first_seconds(net, tfboot):
     pods = workers(net, 2)
     net.stop_dns()
-    proc = start(net, tfboot, pods[1], ["--print", "--log-level", "trace"], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[1], after_the_wait("--log-level", "trace"), {"TFBOOT_CLUSTER": "worker=2"})
     time.sleep(3)
     assert proc.poll() is None
     net.start_dns()
@@ -150,7 +144,7 @@ def test_dns_server_down_for_the_first_seconds(net, tfboot):
 def test_server_answering_failure_is_dns_trouble(net, tfboot, failure, shown):
     pods = workers(net, 2)
     net.set_dns_failure(failure)
-    proc = start(net, tfboot, pods[0], ["--wait", "3s", "--print"], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[0], after_the_wait("--wait", "3s"), {"TFBOOT_CLUSTER": "worker=2"})
     code, out, err = finish(proc)
     assert code == 3
     assert out == ""
@@ -162,7 +156,7 @@ def test_server_answering_failure_is_dns_trouble(net, tfboot, failure, shown):
 def test_recovers_when_server_stops_failing(net, tfboot):
     pods = workers(net, 2)
     net.set_dns_failure("servfail")
-    proc = start(net, tfboot, pods[0], ["--print"], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[0], after_the_wait(), {"TFBOOT_CLUSTER": "worker=2"})
     time.sleep(2)
     net.set_dns_failure(None)
     code, _, err = finish(proc)
@@ -204,7 +198,7 @@ def test_own_record_pointing_elsewhere_is_a_warning(net, tfboot, tmp_path):
 
 def test_address_ip_writes_resolved_addresses(net, tfboot):
     pods = workers(net, 3)
-    proc = start(net, tfboot, pods[1], ["--print", "--address", "ip"], {"TFBOOT_CLUSTER": "worker=3"})
+    proc = start(net, tfboot, pods[1], after_the_wait("--address", "ip"), {"TFBOOT_CLUSTER": "worker=3"})
     code, out, err = finish(proc)
     assert code == 0, err
     assert json.loads(out)["cluster"]["worker"] == [f"{pod.ip}:2222" for pod in pods]
@@ -214,7 +208,7 @@ def test_address_ip_writes_ipv6_in_brackets(net, tfboot):
     pods = workers(net, 2, publish=False)
     net.publish(pods[0])
     net.publish_name(fqdn("mnist-worker-1"), "fd00::21")
-    proc = start(net, tfboot, pods[0], ["--print", "--address", "ip"], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[0], after_the_wait("--address", "ip"), {"TFBOOT_CLUSTER": "worker=2"})
     code, out, err = finish(proc)
     assert code == 0, err
     assert json.loads(out)["cluster"]["worker"] == [f"{pods[0].ip}:2222", "[fd00::21]:2222"]
@@ -224,10 +218,10 @@ def test_dns_server_flag_overrides_resolv_conf(net, tfboot):
     pods = workers(net, 2)
     pods[0].set_resolv("search default.svc.cluster.local svc.cluster.local cluster.local\nnameserver 10.213.9.9\n"
                        "options ndots:5\n")
-    proc = start(net, tfboot, pods[0], ["--print", "--dns-server", net.dns_ip], {"TFBOOT_CLUSTER": "worker=2"})
+    proc = start(net, tfboot, pods[0], after_the_wait("--dns-server", net.dns_ip), {"TFBOOT_CLUSTER": "worker=2"})
     code, _, err = finish(proc)
     assert code == 0, err
-    bad = start(net, tfboot, pods[0], ["--print", "--dns-server", "not-an-ip"], {"TFBOOT_CLUSTER": "worker=2"})
+    bad = start(net, tfboot, pods[0], after_the_wait("--dns-server", "not-an-ip"), {"TFBOOT_CLUSTER": "worker=2"})
     code, _, err = finish(bad)
     assert code == 2
     assert "--dns-server 'not-an-ip'" in err

@@ -11,18 +11,11 @@ import time
 
 import pytest
 
-from harness.cluster import ClusterNetwork
 from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root
 
 PEERS_UNRESOLVED = 3
-
-
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
 
 
 def job_pods(net, count):
@@ -142,3 +135,39 @@ def test_a_stale_record_corrected_while_the_coordinator_asks_again_lets_the_job_
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
     assert "resolves to " + pods[1].ip in results[0][2]
     assert "every task's name resolves to that task" in results[0][2]
+
+
+START_BARRIER_INCOMPLETE = 5
+
+
+@pytest.mark.parametrize("wait", ["1s", "4s"])
+def test_a_coordinator_that_never_appears_ends_the_start_as_a_missing_task(net, tfboot, tmp_path, wait):
+    # worker:0's pod never comes (its name is never published). The others wait for it as long as
+    # the barrier would (--start-timeout, or --wait when longer), then end as the barrier does:
+    # exit 5 naming the coordinator, not exit 3 "DNS" (which Job manifests retry with a fresh wait).
+    pods = job_pods(net, 2)
+    net.publish(pods[1])
+    started = time.monotonic()
+    env = {"TFBOOT_WAIT": wait, "TFBOOT_START_TIMEOUT": "3s"}
+    [(code, _, err)] = finish_all([start(net, tfboot, pods[1], tmp_path, 2, env)])
+    took = time.monotonic() - started
+    assert code == START_BARRIER_INCOMPLETE, err
+    longer = "4s" if wait == "4s" else "3s"
+    assert int(longer[0]) - 0.5 < took < int(longer[0]) + 10, took
+    [line] = [line for line in err.splitlines() if " error " in line]
+    assert (f"start barrier incomplete after {longer}: no start from the coordinator worker:0 "
+            f"({pods[0].name}.mnist.default.svc.cluster.local); its name was never published "
+            "(not published yet: NXDOMAIN); check that the coordinator's pod runs") in line, line
+
+
+def test_a_coordinator_behind_a_dns_that_never_answers_is_dns_trouble_not_a_missing_task(net, tfboot, tmp_path):
+    # Only an answer that the name does not exist makes the coordinator a missing task (exit 5);
+    # lookups that never got an answer are DNS in trouble (exit 3), which a retry may fix.
+    pods = job_pods(net, 2)
+    net.publish(pods[1])
+    env = {"TFBOOT_WAIT": "2s", "TFBOOT_START_TIMEOUT": "2s", "TFBOOT_DNS_SERVER": "10.213.0.250"}
+    [(code, _, err)] = finish_all([start(net, tfboot, pods[1], tmp_path, 2, env)])
+    assert code == PEERS_UNRESOLVED, err
+    [line] = [line for line in err.splitlines() if " error " in line]
+    assert "the name did not resolve within 2s (--wait, or --start-timeout when longer)" in line, line
+    assert "DNS in trouble" in line, line

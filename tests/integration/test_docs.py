@@ -1,5 +1,6 @@
 """The docs a reader follows (README.md, docs/): scripts/check-docs passes on the real tree and
-refuses a broken link, anchor or path, a long README and a long example; and the command-line
+refuses a broken link, anchor or path, a long README, docs over their word budget, a missing
+troubleshooting page and a long example; and the command-line
 reference, the TFBOOT_* names and the exit codes the docs give are the ones `tfboot --help` gives."""
 
 import os
@@ -23,7 +24,7 @@ HELP_OPTION = re.compile(r"^  (--[a-z0-9-]+)(?:, (--[a-z0-9-]+))?( [A-Z]+)?  +\S
 TABLE_ROW = re.compile(r"^\| `(--[a-z0-9-]+)( [A-Z]+)?`(?: / `(--[a-z0-9-]+)`)? \| `(TFBOOT_[A-Z0-9_]+)[^`]*` \| .* \| (.*) \|$", re.M)
 # Variables tfboot sets for the command (and ignores when given): no option's twin, yet documented.
 SET_FOR_THE_COMMAND = {"TFBOOT_LOG_DIR", "TFBOOT_RESTART_COUNT", "TFBOOT_POD_INDEX"}
-MISSPELT_ON_PURPOSE = {"TFBOOT_CLUSTR"}   # the docs' example of the "did you mean" warning
+MISSPELT_ON_PURPOSE = {"TFBOOT_CLUSTR", "TFBOOT_WAITT"}   # the docs' examples of "did you mean"
 
 
 def check(repo):
@@ -33,7 +34,8 @@ def check(repo):
 def test_the_docs_pass():
     result = check(REPO_DIR)
     assert result.returncode == 0, result.stderr
-    assert re.fullmatch(r"check-docs: \d+ links in \d+ documents lead somewhere; README.md has \d+ words\n",
+    assert re.fullmatch(r"check-docs: \d+ links in \d+ documents lead somewhere; README.md has \d+ words, "
+                        r"README.md and docs/ \d+\n",
                         result.stdout), result.stdout
 
 
@@ -42,14 +44,30 @@ def small_repo(tmp_path):
     """A repository of three documents and one example, all of whose links lead somewhere."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "examples").mkdir()
-    (tmp_path / "README.md").write_text("# t\n\nSee [the guide](docs/guide.md#the-start-a--b) and `examples/train.py`.\n")
+    (tmp_path / "README.md").write_text("# t\n\nSee [the guide](docs/guide.md#the-start-a--b) and `examples/train.py`; "
+                                        "[troubleshooting](docs/troubleshooting.md).\n")
+    (tmp_path / "docs").joinpath("troubleshooting.md").write_text("# Troubleshooting\n")
     (tmp_path / "docs" / "guide.md").write_text(
         "# Guide\n\n## The start: `a` & b\n\nBack [home](../README.md), [here](#guide).\n\n"
         "```sh\n[not a link](nowhere.md) `docs/missing.md`\n```\n")
     (tmp_path / "examples" / "README.md").write_text("# Examples\n\n[train](train.py)\n")
     (tmp_path / "examples" / "train.py").write_text("print('trained')\n")
+    (tmp_path / "scripts" / "lib").mkdir(parents=True)
+    shutil.copy(Path(REPO_DIR) / "LICENSE", tmp_path / "LICENSE")
+    shutil.copy(Path(REPO_DIR) / "scripts" / "lib" / "release.py", tmp_path / "scripts" / "lib" / "release.py")
     assert check(tmp_path).returncode == 0, check(tmp_path).stderr
     return tmp_path
+
+
+def test_the_licence_is_there_and_the_packages_name_it(small_repo):
+    packing = small_repo / "scripts" / "lib" / "release.py"
+    packing.write_text(packing.read_text().replace('LICENSE = "Apache-2.0"', 'LICENSE = "MIT"'))
+    result = check(small_repo)
+    assert (result.returncode, result.stderr) == (
+        1, "scripts/lib/release.py: the wheel and the .deb do not name LICENSE's Apache-2.0\n")
+    (small_repo / "LICENSE").unlink()
+    assert check(small_repo).stderr.startswith(
+        "LICENSE: No such file or directory; the project is under the Apache License 2.0, whose text belongs there\n")
 
 
 @pytest.mark.parametrize(
@@ -74,13 +92,26 @@ def test_a_broken_reference_is_named(small_repo, file, text, error):
 
 
 def test_a_long_readme_and_a_long_example_are_refused(small_repo):
-    (small_repo / "README.md").write_text("# t\n\n" + "word " * 1999 + "\n")
+    (small_repo / "README.md").write_text("# t\n\n" + "word " * 1998 + "[t](docs/troubleshooting.md)\n")
     (small_repo / "examples" / "train.py").write_text("pass\n" * 120)
     result = check(small_repo)
     assert result.returncode == 1
     assert result.stderr == (
         "README.md: 2001 words; the front door stays under 2000 (move reference to docs/)\n"
         "examples/train.py: 120 lines; an example trainer stays under 120 (test-only parts belong in tests/)\n")
+
+
+def test_the_docs_stay_under_their_word_budget_with_a_troubleshooting_page(small_repo):
+    (small_repo / "docs" / "long.md").write_text("# Long\n\n" + "word " * 15000 + "\n")
+    result = check(small_repo)
+    assert result.returncode == 1
+    assert re.fullmatch(r"README.md and docs/: 150\d\d words; they stay under 15000 \(cut repetition, not facts\)\n",
+                        result.stderr), result.stderr
+    (small_repo / "docs" / "long.md").unlink()
+    (small_repo / "docs" / "troubleshooting.md").unlink()
+    result = check(small_repo)
+    assert result.returncode == 1
+    assert result.stderr.endswith("docs/troubleshooting.md: missing; it takes a user from a failure's log line to what to do\n")
 
 
 def test_placeholders_and_web_addresses_are_not_paths(small_repo):

@@ -5,16 +5,17 @@ and JAX). The PyTorch and JAX tier (tests/torch) runs real torch and jax, with t
 
 import json
 import os
+import signal
 import subprocess
 import time
 
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.exit_codes import STOPPED_BY_JOB
 from harness.processes import communicate_all
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-STOPPED_BY_JOB = 200
 
 # Each process prints its view of the job as one line.
 SHOW = 'echo "rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK/$GROUP_WORLD_SIZE ' \
@@ -50,7 +51,7 @@ def test_a_failed_rank_is_named_with_its_torch_error_record(tfboot, tmp_path):
     # What torch's @record writes to TORCHELASTIC_ERROR_FILE when the rank raises.
     script = ('if [ "$RANK" = 3 ]; then printf \'{"message": {"message": "RuntimeError: rank 3 lost its data\\\\nTraceback", '
               '"extraInfo": {"py_callstack": "...", "timestamp": "0"}}}\' > "$TORCHELASTIC_ERROR_FILE"; exit 1; fi; '
-              'trap "exit 0" TERM; sleep 30 & wait')
+              'trap "exit 0" TERM; while :; do sleep 0.1; done')  # no `wait`: a signal just before it waits for its end
     started = time.monotonic()
     result = local(tfboot, tmp_path, ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2"], script)
     assert result.returncode == 1, result.stderr
@@ -90,12 +91,6 @@ def test_usage_errors_exit_2_before_any_lookup(run_tfboot, args, env, message):
 
 
 # Pods: network namespaces with tfboot as PID 1 behind a real dnsmasq (tests/harness).
-
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
-
 
 def start_pod(net, tfboot, pod, script, log_root, args=(), env=None):
     full = {"TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s", "TFBOOT_STOP_GRACE": "5s", **(env or {})}
@@ -189,3 +184,41 @@ def test_local_pytorch_waits_for_every_rank(tfboot, tmp_path):
     result = local(tfboot, tmp_path, ["--framework", "pytorch", "--cluster", "worker=2"], script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[worker:1 rank 1] finished"
+
+
+def session_of(pid):
+    """The session id in /proc/<pid>/stat (after the command's name, which may hold spaces)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[3])
+
+
+def test_each_rank_has_a_session_of_its_own_and_a_stop_reaches_every_rank(tfboot, tmp_path):
+    """As torchrun starts them: a session per rank (the kernel's autogroup then schedules each rank
+    as a group of its own, not all ranks with tfboot). tfboot still stops every rank and what it left."""
+    script = 'sleep 600 & echo "$RANK $$ $!"; exec sleep 600'
+    proc = subprocess.Popen([tfboot, "--init", "--wait", "0", "--control-port", "0", "--framework", "pytorch",
+                             "--nproc-per-node", "3", "--cluster", "worker=1", "--hostname", "job-worker-0",
+                             "--log-root", str(tmp_path / "logs"), "--stop-grace", "5s", "--", "sh", "-c", script],
+                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ranks = {}
+        while len(ranks) < 3:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.poll() is not None else "stdout closed"
+            rank, pid, child = line.split()[-3:]  # after the label "[rank 0] "
+            ranks[int(rank)] = (int(pid), int(child))
+        sessions = {rank: session_of(pid) for rank, (pid, _) in ranks.items()}
+        # Each rank leads its own session; what it starts stays in it, and tfboot keeps its own.
+        assert sessions == {rank: pid for rank, (pid, _) in ranks.items()}
+        assert all(session_of(child) == sessions[rank] for rank, (_, child) in ranks.items())
+        assert session_of(proc.pid) not in sessions.values()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        assert proc.returncode == 143, err
+        for pid, child in ranks.values():
+            for gone in (pid, child):
+                assert not os.path.exists(f"/proc/{gone}") or open(f"/proc/{gone}/stat").read().split(")")[1].split()[0] == "Z"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -123,8 +123,8 @@ def test_directory_as_command_is_126(tfboot, tmp_path, mode):
     result = subprocess.run([tfboot, *entrypoint_args(tmp_path / "logs"), mode, "--", "/etc"], env={"PATH": PATH},
                             capture_output=True, text=True, timeout=10)
     assert result.returncode == 126, result.stderr
-    errors = [line for line in result.stderr.splitlines() if "cannot run command '/etc'" in line]
-    assert len(errors) == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if " error " in line]
+    assert len(errors) == 1 and "cannot run command '/etc'" in errors[0], result.stderr
 
 
 @pytest.mark.parametrize("mode", ["--init", "--no-init"])

@@ -9,6 +9,7 @@ The examples in docs/deploying.md ("Platforms that describe the job") are the on
 import json
 import os
 import re
+import resource
 import socket
 import subprocess
 
@@ -16,6 +17,7 @@ import pytest
 
 from paths import REPO_DIR
 from harness.processes import communicate_all
+from test_hostile import sanitized
 
 # The issue's example: 4 tasks, 2 on gpu07, 1 each on gpu08 and cpu1; this is task 2.
 SRUN_TASK_2 = {"SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NODELIST": "gpu[07-08],cpu1",
@@ -79,6 +81,23 @@ def test_slurm_chief_at_ordinal_0(run_tfboot):
                                                      "worker": ["gpu07:2223", "gpu08:2222", "cpu1:2222"]},
                                          "task": {"type": "chief", "index": 0}}
     assert "identity chief:0 from Slurm (SLURM_PROCID), chief at ordinal 0" in result.stderr
+
+
+def address_space_of_1_gib():
+    """preexec_fn: what a container's memory limit would allow, as an address-space limit."""
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_a_slurm_host_list_too_large_is_a_usage_error_within_a_memory_limit(run_tfboot, tfboot):
+    """590 brackets of 100,000 numbers in one name, 6.5 KB: 10^2950 hosts. tfboot counts before
+    it expands, so under 1 GiB of address space the answer is the usage error (exit 2), not exit
+    7 (out of memory) or an OOM kill."""
+    if sanitized(tfboot):
+        pytest.skip("AddressSanitizer's shadow memory cannot be reserved under RLIMIT_AS; the release binary runs this")
+    env = {**SRUN_TASK_2, "SLURM_STEP_NODELIST": "n" + "[0-99999]" * 590}
+    result = run_tfboot(["--print", "--wait", "0"], env=env, preexec_fn=address_space_of_1_gib)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert one_error_line(result).endswith(" gives more than 100000 hosts")
 
 
 def free_tcp_port() -> int:

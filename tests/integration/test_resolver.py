@@ -12,6 +12,7 @@ import time
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.processes import after_the_wait
 
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
@@ -36,12 +37,6 @@ os.execv(sys.argv[1], sys.argv[1:])
 
 
 @pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
-
-
-@pytest.fixture
 def compose_net():
     with ClusterNetwork(service="", namespace="default", cluster_domain="cluster.local") as network:
         yield network
@@ -62,7 +57,7 @@ def test_dns_wait_with_inherited_descriptors_past_1024(net, tfboot):
     pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]
     for pod in pods:
         net.publish(pod)
-    proc = net.run(pods[1], [sys.executable, "-I", "-S", "-c", MANY_FDS, tfboot, "--print"],
+    proc = net.run(pods[1], [sys.executable, "-I", "-S", "-c", MANY_FDS, tfboot, *after_the_wait()],
                    env={"TFBOOT_CLUSTER": "worker=2"})
     code, out, err = finish(proc)
     assert code == 0, err
@@ -103,7 +98,7 @@ def test_ptr_lookup_names_the_dns_trouble(compose_net, tfboot, fault, shown):
         compose_net.stop_dns()
     else:
         compose_net.set_dns_failure(fault)
-    proc = compose_net.run(pod, [tfboot, "--identity-from", "ptr", "--print", "--wait", "2s"],
+    proc = compose_net.run(pod, [tfboot, *after_the_wait("--identity-from", "ptr", "--wait", "2s")],
                            env={"TFBOOT_CLUSTER": "worker=2"})
     code, out, err = finish(proc)
     assert code == 3, err
@@ -116,7 +111,7 @@ def test_ptr_lookup_names_the_dns_trouble(compose_net, tfboot, fault, shown):
 def test_ptr_lookup_of_an_address_without_a_record_is_nxdomain(compose_net, tfboot):
     pod = compose_net.add_pod("lonely", hostname="dd01", service="")
     pod.set_resolv(COMPOSE_RESOLV.format(dns=compose_net.dns_ip))
-    proc = compose_net.run(pod, [tfboot, "--identity-from", "ptr", "--print", "--wait", "2s"],
+    proc = compose_net.run(pod, [tfboot, *after_the_wait("--identity-from", "ptr", "--wait", "2s")],
                            env={"TFBOOT_CLUSTER": "worker=2"})
     code, out, err = finish(proc)
     assert code == 3, err
@@ -138,13 +133,13 @@ def test_bad_dns_server_list_is_a_usage_error(net, tfboot, given, servers, messa
     for pod in pods:
         net.publish(pod)
     env = {"TFBOOT_CLUSTER": "worker=2"}
-    args = ["--print", "--wait", "3s"]
+    args = ["--wait", "3s"]
     if given == "flag":
         args += ["--dns-server", servers]
     else:
         env["TFBOOT_DNS_SERVER"] = servers
     started = time.monotonic()
-    code, out, err = finish(net.run(pods[0], [tfboot, *args], env=env))
+    code, out, err = finish(net.run(pods[0], [tfboot, *after_the_wait(*args)], env=env))
     assert code == 2, err
     assert out == ""
     assert message in error_line(err)
@@ -156,7 +151,7 @@ def test_dns_server_with_a_port_is_queried_there(net, tfboot):
     for pod in pods:
         net.publish(pod)
     pods[0].set_resolv("search default.svc.cluster.local\nnameserver 10.213.9.9\noptions ndots:5\n")
-    code, out, err = finish(net.run(pods[0], [tfboot, "--print", "--dns-server", f"{net.dns_ip}:53"],
+    code, out, err = finish(net.run(pods[0], [tfboot, *after_the_wait("--dns-server", f"{net.dns_ip}:53")],
                                     env={"TFBOOT_CLUSTER": "worker=2"}))
     assert code == 0, err
     assert f"through {net.dns_ip}:53" in err

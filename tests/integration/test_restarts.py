@@ -12,18 +12,11 @@ import time
 
 import pytest
 
-from harness.cluster import ClusterNetwork
+from harness.exit_codes import STOPPED_BY_JOB
 from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods
 
-STOPPED_BY_JOB = 200
-
-
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
 
 
 def job_pods(net, count):

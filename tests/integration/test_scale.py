@@ -1,7 +1,8 @@
 """A job of 2,000 tasks starts (docs/supervision.md: Job supervision; launcher/control/protocol/messages.h).
 
 One real tfboot coordinator, worker:0 of `--cluster worker=2000`, supervised (`--init`); 1,998
-fake tasks, worker:1..1998, in this process (asyncio), speaking the control channel's protocol on
+fake tasks, worker:1..1998, in this process (tests/harness/imitated_tasks.py, which
+`scripts/bench scale` uses for up to ~100,000), speaking the control channel's protocol on
 loopback as a real task does; then one real tfboot task, worker:1999, joining last. Every task must
 get `start` (not `abort`, not a closed or silent connection) soon after the last hello, stay
 connected with heartbeats while the coordinator's command runs, and get `done` when it ends.
@@ -28,30 +29,18 @@ import asyncio
 import collections
 import json
 import os
-import re
 import resource
-import secrets
-import selectors
-import socket
 import statistics
-import threading
 import time
 
-import dns.exception
-import dns.flags
-import dns.message
-import dns.rdatatype
-import dns.rrset
 import pytest
+
+from harness.imitated_tasks import (HEARTBEAT, SILENT_AFTER, Fleet, LoopbackDns, Tfboot, fingerprint_of_a_real_task,
+                                    free_tcp_port, task_ranges, tfboot_argv, wait_until)
 
 TASKS = 2000
 FAKES = list(range(1, TASKS - 1))  # worker:1 .. worker:1998
 REAL_TASK = TASKS - 1              # worker:1999, the last to join
-TEMPLATE = "scale-{index}"
-
-# docs/supervision.md: heartbeats every 2 s; a peer silent for 10 s is dropped (both ways).
-HEARTBEAT = 2.0
-SILENT_AFTER = 10.0
 # The last fake must hear the start this soon after the last hello was accepted. The start is
 # the same message for every task: built once, handing it to 1,998 sockets takes well under a
 # second here (at most a few hundred KB each, even with one entry per task). Built again for
@@ -71,9 +60,6 @@ HANDSHAKES_AT_ONCE = 64
 # heartbeats flow both ways after the start before the job ends.
 HOLD_AFTER_START = 2.5 * HEARTBEAT
 
-PING = b'{"type":"ping"}\n'
-MESSAGE_TYPE = re.compile(rb'\{"type":"([a-z]+)"')
-
 
 @pytest.fixture
 def nofile_raised():
@@ -86,286 +72,6 @@ def nofile_raised():
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def free_tcp_port() -> int:
-    with socket.socket() as s:
-        s.bind(("0.0.0.0", 0))
-        return s.getsockname()[1]
-
-
-class LoopbackDns:
-    """Answers every A query with 127.0.0.1 (and every other query with no records), on a UDP
-    port of 127.0.0.1, from a thread; stops when the `with` block ends."""
-
-    def __enter__(self):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.setblocking(False)
-        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-        return self
-
-    def serve(self):
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.sock, selectors.EVENT_READ)
-            while not self.stopping.is_set():
-                if not selector.select(timeout=0.2):
-                    continue
-                try:
-                    data, client = self.sock.recvfrom(4096)
-                    query = dns.message.from_wire(data)
-                except (OSError, dns.exception.DNSException):
-                    continue
-                if query.flags & dns.flags.QR or not query.question:
-                    continue
-                response = dns.message.make_response(query, recursion_available=True)
-                question = query.question[0]
-                if question.rdtype == dns.rdatatype.A:
-                    response.answer.append(dns.rrset.from_text(question.name, 5, "IN", "A", "127.0.0.1"))
-                try:
-                    self.sock.sendto(response.to_wire(), client)
-                except OSError:
-                    pass
-
-    def __exit__(self, *exc):
-        self.stopping.set()
-        self.thread.join(timeout=5)
-        self.sock.close()
-
-
-class Tfboot:
-    """A tfboot process with its log (stderr) read line by line, each line with the time it came."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.proc = None
-        self.lines: list[tuple[float, str]] = []
-        self.reader = None
-        self.spawned_at = None
-
-    async def start(self, argv, env, cwd):
-        self.proc = await asyncio.create_subprocess_exec(
-            *argv, env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, limit=1 << 20)
-        self.spawned_at = time.monotonic()
-        self.reader = asyncio.create_task(self._read())
-
-    async def _read(self):
-        try:
-            while line := await self.proc.stderr.readline():
-                self.lines.append((time.monotonic(), line.decode(errors="replace").rstrip("\n")))
-        except (ValueError, OSError) as error:  # a line over 1 MiB, or the pipe gone
-            self.lines.append((time.monotonic(), f"(test: stopped reading the log: {error!r})"))
-
-    @property
-    def returncode(self):
-        return self.proc.returncode if self.proc else None
-
-    def first(self, needle: str):
-        return next(((at, line) for at, line in self.lines if needle in line), None)
-
-    def text(self) -> str:
-        return "\n".join(line for _, line in self.lines)
-
-    async def wait(self, timeout: float):
-        try:
-            await asyncio.wait_for(self.proc.wait(), max(0.0, timeout))
-        except asyncio.TimeoutError:
-            pass
-        return self.proc.returncode
-
-    async def stop(self):
-        """SIGTERM (tfboot passes it on to its command), SIGKILL 3 s later; then the log's end."""
-        if self.proc is None:
-            return
-        if self.proc.returncode is None:
-            self.proc.terminate()
-            if await self.wait(3) is None:
-                self.proc.kill()
-                await self.wait(5)
-        if self.reader:
-            try:
-                await asyncio.wait_for(self.reader, 5)
-            except asyncio.TimeoutError:
-                self.reader.cancel()
-
-    def report(self, tail: int = 12) -> str:
-        notable = [line for _, line in self.lines if " warning " in line or " error " in line][:10]
-        last = [line for _, line in self.lines[-tail:]]
-        return (f"{self.name}: exit {self.returncode}\n  warnings and errors:\n    " + "\n    ".join(notable or ["(none)"]) +
-                f"\n  last {len(last)} log lines:\n    " + "\n    ".join(last))
-
-
-class Silent(Exception):
-    pass
-
-
-class Closed(Exception):
-    pass
-
-
-class Channel:
-    """One connection to the coordinator: lines in, with a real task's silence rule (any byte
-    heard resets it)."""
-
-    def __init__(self, reader, writer):
-        self.reader, self.writer = reader, writer
-        self.buffer = bytearray()
-        self.scanned = 0
-        self.last_heard = time.monotonic()
-
-    async def line(self) -> bytes:
-        while True:
-            end = self.buffer.find(b"\n", self.scanned)
-            if end >= 0:
-                line = bytes(self.buffer[:end])
-                del self.buffer[:end + 1]
-                self.scanned = 0
-                return line
-            self.scanned = len(self.buffer)
-            left = self.last_heard + SILENT_AFTER - time.monotonic()
-            if left <= 0:
-                raise Silent(f"the coordinator was silent for {SILENT_AFTER:.0f} s")
-            try:
-                chunk = await asyncio.wait_for(self.reader.read(1 << 20), left)
-            except asyncio.TimeoutError:
-                raise Silent(f"the coordinator was silent for {SILENT_AFTER:.0f} s") from None
-            if not chunk:
-                raise Closed("the coordinator closed the connection")
-            self.last_heard = time.monotonic()
-            self.buffer += chunk
-
-
-def message_type(line: bytes) -> str:
-    match = MESSAGE_TYPE.match(line)
-    return match.group(1).decode() if match else "?"
-
-
-class Job:
-    """What the fakes share: the port, the fingerprint, the start as the first fake got it."""
-
-    def __init__(self, port: int, fingerprint: dict, deadline: float):
-        self.port = port
-        self.fingerprint = fingerprint
-        self.deadline = deadline
-        self.handshakes = asyncio.Semaphore(HANDSHAKES_AT_ONCE)
-        self.start_line = None       # the first start received, kept whole
-        self.different_starts = 0    # starts that are not byte for byte that one
-
-    def note_start(self, line: bytes):
-        if self.start_line is None:
-            self.start_line = line
-        elif line != self.start_line:
-            self.different_starts += 1
-
-
-class Fake:
-    """worker:N in this process: challenge, hello, accepted, waiting..., start, pings, done."""
-
-    def __init__(self, index: int):
-        self.index = index
-        self.task = f"worker:{index}"
-        self.accepted = False
-        self.outcome = None      # how the barrier ended for it: start, abort, closed, silent, refused, error
-        self.detail = ""
-        self.ended_at = None     # when that outcome came
-        self.start_at = None
-        self.after = None        # after the start: done, stop, closed, silent, error
-        self.pings_after_start = 0
-
-    def end(self, what: str, detail: str = ""):
-        if self.outcome is None:
-            self.outcome, self.detail, self.ended_at = what, detail, time.monotonic()
-        elif self.after is None:
-            self.after, self.detail = what, detail
-
-    async def connect(self, job: Job):
-        while True:
-            try:
-                return await asyncio.open_connection("127.0.0.1", job.port, limit=1 << 20)
-            except ConnectionRefusedError:  # the coordinator is not listening yet
-                if time.monotonic() > job.deadline:
-                    raise
-                await asyncio.sleep(0.1)
-
-    async def run(self, job: Job):
-        writer = None
-        pinger = None
-        try:
-            async with job.handshakes:
-                reader, writer = await self.connect(job)
-                channel = Channel(reader, writer)
-                challenge = json.loads(await channel.line())
-                if challenge.get("type") != "challenge":
-                    return self.end("error", f"first message {challenge.get('type')!r}, not a challenge")
-                hello = {"type": "hello", "job": challenge["job"], "task": self.task, "host": f"scale-{self.index}",
-                         "instance": secrets.token_hex(8), "supervised": True, "name": TEMPLATE.format(index=self.index),
-                         "addresses": ["127.0.0.1"], "fingerprint": job.fingerprint, "nonce": "", "proof": ""}
-                writer.write(json.dumps(hello, separators=(",", ":")).encode() + b"\n")
-                answer = json.loads(await channel.line())
-                if answer.get("type") == "refused":
-                    return self.end("refused", answer.get("reason", ""))
-                if answer.get("type") != "accepted":
-                    return self.end("error", f"{answer.get('type')!r} after hello")
-                self.accepted = True
-            pinger = asyncio.create_task(self.ping(writer))
-            while True:  # the barrier: waiting (every 2 s) until start or abort
-                line = await channel.line()
-                kind = message_type(line)
-                if kind in ("waiting", "ping"):
-                    continue
-                if kind == "start":
-                    self.end("start")
-                    self.start_at = self.ended_at
-                    job.note_start(line)
-                    break
-                if kind == "abort":
-                    return self.end("abort", json.loads(line).get("message", "")[:200])
-                return self.end("error", f"an unexpected {kind!r} before the start")
-            while True:  # after the start: pings until done (or stop)
-                line = await channel.line()
-                kind = message_type(line)
-                if kind == "ping":
-                    self.pings_after_start += 1
-                elif kind == "done":
-                    return self.end("done")
-                elif kind == "stop":
-                    return self.end("stop", json.loads(line).get("message", "")[:200])
-                else:
-                    return self.end("error", f"an unexpected {kind!r} after the start")
-        except Silent as why:
-            self.end("silent", str(why))
-        except (Closed, ConnectionError) as why:
-            self.end("closed", str(why))
-        except (OSError, ValueError, KeyError) as why:
-            self.end("error", repr(why))
-        finally:
-            if pinger:
-                pinger.cancel()
-            if writer:
-                writer.close()
-
-    async def ping(self, writer):
-        while True:
-            await asyncio.sleep(HEARTBEAT)
-            writer.write(PING)
-
-
-def task_ranges(indices) -> str:
-    """[3, 4, 5, 9] -> "worker:3..5,9"."""
-    indices = sorted(indices)
-    parts = []
-    i = 0
-    while i < len(indices):
-        j = i
-        while j + 1 < len(indices) and indices[j + 1] == indices[j] + 1:
-            j += 1
-        parts.append(f"{indices[i]}..{indices[j]}" if j > i else f"{indices[i]}")
-        i = j + 1
-    return "worker:" + ",".join(parts) if parts else "none"
-
-
 def job_size_in(start: dict):
     """The job's size as a start says it: `tasks` (a start without the table of every task's
     entry), else one `members` entry per task (the start as it was)."""
@@ -374,40 +80,11 @@ def job_size_in(start: dict):
     return len(start.get("members", []))
 
 
-def tfboot_argv(tfboot, index, tasks, port, dns_address, log_root, command):
-    return [tfboot, "--init", "--task-type", "worker", "--task-index", str(index), "--cluster", f"worker={tasks}",
-            "--peer-template", TEMPLATE, "--wait", "0", "--dns-server", dns_address, "--control-port", str(port),
-            "--start-timeout", "90s", "--stop-grace", "5s", "--log-root", str(log_root), "--", *command]
-
-
-async def fingerprint_of_a_real_task(tfboot, env, dns_address, tmp_path) -> dict:
-    """A two-task job on loopback: what a real tfboot task reports here (startup.json)."""
-    port = free_tcp_port()
-    log_root = tmp_path / "warm-up"
-    procs = [Tfboot(f"warm-up worker:{i}") for i in range(2)]
-    try:
-        for i, proc in enumerate(procs):
-            await proc.start(tfboot_argv(tfboot, i, 2, port, dns_address, log_root, ["true"]), env, tmp_path)
-        codes = [await proc.wait(30) for proc in procs]
-    finally:
-        for proc in procs:
-            await proc.stop()
-    assert codes == [0, 0], "the two-task warm-up job failed:\n" + "\n".join(proc.report() for proc in procs)
-    startup = json.loads((log_root / "worker_1" / "startup.json").read_text())
-    return startup["job"]["fingerprint"]
-
-
-async def wait_until(predicate, until: float):
-    while not predicate() and time.monotonic() < until:
-        await asyncio.sleep(0.1)
-    return predicate()
-
-
 async def run_the_job(tfboot, tmp_path):
     deadline = time.monotonic() + GLOBAL_DEADLINE
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    result = {"fakes": [Fake(i) for i in FAKES], "coordinator": Tfboot("coordinator worker:0"),
-              "task": Tfboot(f"real task worker:{REAL_TASK}"), "phase": "warm-up"}
+    result = {"coordinator": Tfboot("coordinator worker:0"), "task": Tfboot(f"real task worker:{REAL_TASK}"),
+              "phase": "warm-up", "fakes": []}
     with LoopbackDns() as dns_server:
         fingerprint = await fingerprint_of_a_real_task(tfboot, env, dns_server.address, tmp_path)
         result["fingerprint"] = fingerprint
@@ -419,13 +96,13 @@ async def run_the_job(tfboot, tmp_path):
         hold = ["sh", "-c", 'i=0; while [ ! -e "$1" ] && [ "$i" -lt 1200 ]; do sleep 0.1; i=$((i+1)); done; [ -e "$1" ]',
                 "sh", str(release)]
         write_tf_config = ["sh", "-c", 'printf %s "$TF_CONFIG" > "$1"', "sh", str(tf_config)]
-        coordinator, task, fakes = result["coordinator"], result["task"], result["fakes"]
-        job = result["job"] = Job(port, fingerprint, deadline)
-        runners = []
+        coordinator, task = result["coordinator"], result["task"]
+        fleet = result["job"] = Fleet(port, fingerprint, FAKES, deadline, handshakes_at_once=HANDSHAKES_AT_ONCE)
+        fakes = result["fakes"] = list(fleet)
         try:
             result["phase"] = "hellos"
             await coordinator.start(tfboot_argv(tfboot, 0, TASKS, port, dns_server.address, log_root, hold), env, tmp_path)
-            runners = [asyncio.create_task(fake.run(job)) for fake in fakes]
+            fleet.join(FAKES)
             await wait_until(lambda: all(f.accepted or f.outcome for f in fakes) or coordinator.returncode is not None,
                              min(deadline, time.monotonic() + 60))
             result["accepted"] = sum(f.accepted for f in fakes)
@@ -461,9 +138,7 @@ async def run_the_job(tfboot, tmp_path):
             return result
         finally:
             release.touch()  # a command left behind ends within 0.1 s
-            for runner in runners:
-                runner.cancel()
-            await asyncio.gather(*runners, return_exceptions=True)
+            await fleet.close()
             await task.stop()
             await coordinator.stop()
             result["startup"] = None

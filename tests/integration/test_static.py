@@ -34,9 +34,12 @@ def test_runs_in_empty_root(tfboot, tmp_path):
 
     # The DNS wait works there too: c-ares reads /etc/hosts, no NSS modules needed.
     (root / "etc" / "hosts").write_text("127.0.0.1 localhost\n127.0.0.1 m-worker-0\n127.0.0.1 m-worker-1\n")
-    waited = subprocess.run(["/usr/sbin/chroot", str(root), "/tfboot", "--print", "--wait", "5s", "--hostname", "m-worker-1",
-                             "--cluster", "worker=2", "--address", "ip"], capture_output=True, text=True, env={},
-                            timeout=30)
+    # (--print looks nothing up: the run itself, whose TF_CONFIG startup.json keeps; the command is
+    # tfboot again, the one program there.)
+    assert sorted(os.listdir(root)) == ["etc", "tfboot"], "--print writes nothing into the root"
+    waited = subprocess.run(["/usr/sbin/chroot", str(root), "/tfboot", "--wait", "5s", "--hostname", "m-worker-1",
+                             "--cluster", "worker=2", "--address", "ip", "--control-port", "0", "--log-root", "/logs",
+                             "--", "/tfboot", "--version"], capture_output=True, text=True, env={}, timeout=30)
     assert waited.returncode == 0, waited.stderr
-    assert json.loads(waited.stdout)["cluster"]["worker"] == ["127.0.0.1:2222", "127.0.0.1:2222"]
-    assert sorted(os.listdir(root)) == ["etc", "tfboot"], "nothing written into the root"
+    startup = json.loads((root / "logs" / "worker_1" / "startup.json").read_text())
+    assert startup["tf_config"]["cluster"]["worker"] == ["127.0.0.1:2222", "127.0.0.1:2222"]

@@ -14,20 +14,13 @@ import time
 
 import pytest
 
-from harness.cluster import ClusterNetwork
+from harness.exit_codes import STOPPED_BY_JOB
 from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods or mounts
 
-STOPPED_BY_JOB = 200
 BARRIER_INCOMPLETE = 5
 ENVIRONMENT_MISMATCH = 6
-
-
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
 
 
 def job_pods(net, count, prefix="mnist-worker"):
@@ -261,6 +254,101 @@ def test_with_a_secret_strangers_holding_connections_cannot_keep_the_job_from_st
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
 
 
+# The review's lock-out: silent connections (more than the 67 this job's coordinator has room
+# for), each replaced by a fresh one before it is 2 s old, so that none is ever old enough to
+# give room, and each one refused opened again at once.
+RECYCLING_FLOOD = textwrap.dedent("""
+    import socket, sys, time
+    host, port, count, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    opened = []                                          # (socket, when)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        now, kept = time.monotonic(), []
+        for c, when in opened:
+            try:
+                c.setblocking(False)
+                gone = c.recv(65536) == b""
+            except BlockingIOError:
+                gone = False
+            except OSError:
+                gone = True
+            if not gone and now - when > 1.5:
+                try:
+                    kept.append((socket.create_connection((host, port), timeout=1), time.monotonic()))
+                except OSError:
+                    pass
+                gone = True
+            if gone:
+                c.close()
+            else:
+                kept.append((c, when))
+        opened = kept
+        while len(opened) < count and time.monotonic() < end:
+            try:
+                opened.append((socket.create_connection((host, port), timeout=1), time.monotonic()))
+            except OSError:
+                break
+        time.sleep(0.002)
+""")
+
+
+def test_strangers_recycling_fresh_connections_cannot_lock_out_the_tasks(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret-shared-by-the-job")
+    script = tmp_path / "flood.py"
+    script.write_text(RECYCLING_FLOOD)
+    stranger = net.add_pod("stranger", service="")
+    env = {"TFBOOT_CONTROL_SECRET_FILE": str(secret)}
+    args = ["--start-timeout", "20s"]
+    coordinator = start(net, tfboot, pods[0], ["true"], tmp_path / "logs", "worker=3", env, args)
+    flood = net.run(stranger, ["python3", str(script), pods[0].ip, "2220", "100", "30"], env={})
+    time.sleep(4)
+    procs = [coordinator] + [start(net, tfboot, pod, ["true"], tmp_path / "logs", "worker=3", env, args) for pod in pods[1:]]
+    results = finish_all(procs, timeout=60)
+    flood.kill()
+    flood.communicate(timeout=10)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+
+
+# Connections opened and closed as fast as one process can, for `seconds`: how many.
+CONNECT_FLOOD = textwrap.dedent("""
+    import socket, sys, time
+    host, port, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+    made, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            made += 1
+        except OSError:
+            pass
+    print(made, flush=True)
+""")
+
+
+def test_a_flood_of_connections_after_the_start_neither_ends_the_job_nor_floods_the_log(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    script = tmp_path / "flood.py"
+    script.write_text(CONNECT_FLOOD)
+    stranger = net.add_pod("stranger", service="")
+    procs = [start(net, tfboot, pods[0], ["sleep", "14"], tmp_path, "worker=2"),
+             start(net, tfboot, pods[1], ["sleep", "600"], tmp_path, "worker=2")]
+    deadline = time.monotonic() + 30
+    while not all((tmp_path / f"worker_{i}" / "startup.json").exists() for i in range(2)):
+        assert time.monotonic() < deadline, "the job never started"
+        time.sleep(0.2)
+    # Four flooding processes for 10 s, longer than the 10 s the tasks wait for a silent coordinator.
+    floods = [net.run(stranger, ["python3", str(script), pods[0].ip, "2220", "10"], env={}) for _ in range(4)]
+    flood_results = finish_all(floods, timeout=60)
+    made = sum(int(out) for _, out, _ in flood_results)
+    results = finish_all(procs, timeout=60)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert made > 2000, flood_results
+    refusals = [line for line in results[0][2].splitlines() if "control channel: refused" in line]
+    assert 1 <= len(refusals) <= 3, refusals  # the first at once, then one per 10 s
+    assert "job already started" in refusals[-1]
+
+
 IMPOSTOR = textwrap.dedent("""
     import json, socket, sys, time
     host, claimed, address = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -383,3 +471,24 @@ def test_a_task_done_early_waits_for_the_job_and_fails_with_it_so_the_retry_runs
     results = finish_all(procs)
     assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
     assert results[1][2].rstrip().splitlines()[-1].endswith("exiting 0: the job is done: worker:0 finished")
+
+
+def test_a_job_supervises_its_tasks_when_tfboot_is_not_pid_1(net, tfboot, tmp_path):
+    # As under `srun ... apptainer run` or in a pod with shareProcessNamespace: tfboot is not PID 1.
+    # A job with the control channel is supervised all the same (a child subreaper reaps), so a
+    # failed task still stops the others instead of each running on alone after an exec.
+    pods = job_pods(net, 2)
+    env = {"TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "30s", "TFBOOT_STOP_GRACE": "5s"}
+    commands = [["sleep", "600"], ["sh", "-c", "sleep 1; exit 3"]]
+    procs = [net.run(pod, [tfboot, "--", *command], env=env, pid1=False) for pod, command in zip(pods, commands)]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [STOPPED_BY_JOB, 3], [err for _, _, err in results]
+    for _, _, err in results:
+        assert "(supervised as init; not PID 1, a child subreaper)" in err, err
+    assert "worker:1 failed with status 3" in error_lines(results[0][2])[0]
+    # --no-init still means exec: only the start barrier applies.
+    procs = [net.run(pod, [tfboot, "--no-init", "--", "sh", "-c", "exit 0"], env=env, pid1=False) for pod in pods]
+    results = finish_all(procs)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    for _, _, err in results:
+        assert "(exec)" in err and "--no-init: this task's command runs by exec, so the job does not supervise it" in err, err

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
+from harness.exit_codes import STOPPED_BY_JOB
 from paths import REPO_DIR
 
 pytestmark = pytest.mark.root
 
 # examples/train.py, run by the TensorFlow tier's wrapper that ends it with a TFBOOT_RESULT line.
 TRAIN = [os.path.join(REPO_DIR, "tests", "tensorflow", "run_example.py"), os.path.join(REPO_DIR, "examples", "train.py")]
-STOPPED_BY_JOB = 200
 
 
 def by_task(text):

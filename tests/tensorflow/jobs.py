@@ -3,17 +3,11 @@
 * ``TRAIN``, ``TRAIN_FIT``, ``TRAIN_PS``: the argv (after the interpreter) that runs an example
   through run_example.py, which bounds it in time and ends it with a TFBOOT_RESULT line.
 * ``results(text)``: {(type, index): {key: value}} from those TFBOOT_RESULT lines.
-* ``PodJob(net, tmp_path, name)``: tfboot as PID 1 of namespace pods, each pod's output (stdout
-  and stderr) in ``<tmp_path>/<name>-<pod>.out``. ``start(pod, argv, env)``, ``text(pod)``,
-  ``wait_for(pod, needle, timeout)`` (until the output holds needle), ``finish(timeout)`` ->
-  {pod name: Ended(code, text, at)} with ``at`` the monotonic time each one was seen to end.
+(``PodJob``, tfboot as PID 1 of namespace pods, is tests/harness/pod_job.py.)
 """
 
 import os
 import re
-import subprocess
-import time
-from dataclasses import dataclass
 
 from paths import REPO_DIR
 
@@ -22,7 +16,6 @@ TRAIN = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train.py")]
 TRAIN_FIT = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train_fit.py")]
 TRAIN_PS = [RUN_EXAMPLE, os.path.join(REPO_DIR, "examples", "train_ps.py")]
 RESULT = re.compile(r"TFBOOT_RESULT task=(\w+):(\d+) (.*)")
-STOPPED_BY_JOB = 200
 
 
 def results(text):
@@ -33,54 +26,3 @@ def results(text):
             fields = dict(item.split("=", 1) for item in match.group(3).split())
             found[(match.group(1), int(match.group(2)))] = fields
     return found
-
-
-@dataclass
-class Ended:
-    code: int
-    text: str
-    at: float
-
-
-class PodJob:
-    def __init__(self, net, directory, name):
-        self.net, self.directory, self.name = net, directory, name
-        self.procs = {}
-
-    def path(self, pod):
-        return self.directory / f"{self.name}-{pod.name}.out"
-
-    def start(self, pod, argv, env):
-        with open(self.path(pod), "w") as out:
-            self.procs[pod.name] = self.net.run(pod, argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-        return self.procs[pod.name]
-
-    def text(self, pod):
-        return self.path(pod).read_text(errors="replace")
-
-    def wait_for(self, pod, needle, timeout):
-        deadline = time.monotonic() + timeout
-        while needle not in self.text(pod):
-            proc = self.procs[pod.name]
-            assert proc.poll() is None, f"{pod.name} ended ({proc.returncode}) before {needle!r}:\n{self.text(pod)[-4000:]}"
-            assert time.monotonic() < deadline, f"no {needle!r} from {pod.name} in {timeout}s:\n{self.text(pod)[-4000:]}"
-            time.sleep(0.05)
-
-    def finish(self, timeout):
-        deadline = time.monotonic() + timeout
-        ended = {}
-        while len(ended) < len(self.procs):
-            for name, proc in self.procs.items():
-                if name not in ended and proc.poll() is not None:
-                    ended[name] = Ended(proc.returncode, self.path(self.net.pods[name]).read_text(errors="replace"),
-                                        time.monotonic())
-            if time.monotonic() > deadline:
-                for name, proc in self.procs.items():
-                    if name not in ended:
-                        proc.kill()
-                        proc.wait(timeout=10)
-                running = sorted(set(self.procs) - set(ended))
-                raise AssertionError(f"{running} still running after {timeout}s:\n" +
-                                     "\n".join(self.path(self.net.pods[n]).read_text()[-3000:] for n in running))
-            time.sleep(0.05)
-        return ended

@@ -8,7 +8,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
-from jobs import TRAIN, TRAIN_PS, PodJob, results
+from harness.pod_job import PodJob
+from jobs import TRAIN, TRAIN_PS, results
 
 NO_TENSORBOARD = "TensorBoard is not installed: no summaries"
 

@@ -12,9 +12,11 @@ import time
 import pytest
 
 from harness.cluster import ClusterNetwork
+from harness.exit_codes import STOPPED_BY_JOB
+from harness.pod_job import PodJob
 from harness.processes import children, cmdline
 
-from jobs import STOPPED_BY_JOB, TRAIN_FIT, PodJob, results
+from jobs import TRAIN_FIT, results
 
 NO_TENSORBOARD = "TensorBoard is not installed: no summaries"
 

@@ -5,7 +5,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
-from ranks import JAX_SUM, PodJob, result_lines
+from harness.pod_job import PodJob
+from ranks import JAX_SUM, result_lines
 
 
 @pytest.mark.root

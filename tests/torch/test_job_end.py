@@ -11,7 +11,9 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
-from ranks import ALLREDUCE, STOPPED_BY_JOB, PodJob
+from harness.exit_codes import STOPPED_BY_JOB
+from harness.pod_job import PodJob
+from ranks import ALLREDUCE
 
 pytestmark = pytest.mark.root
 

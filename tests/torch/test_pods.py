@@ -9,7 +9,8 @@ import pytest
 from harness.cluster import ClusterNetwork
 from harness.processes import run_command
 
-from ranks import ALLREDUCE, PodJob, add_interface, environments, result_lines
+from harness.pod_job import PodJob
+from ranks import ALLREDUCE, add_interface, environments, result_lines
 
 pytestmark = pytest.mark.root
 

@@ -13,7 +13,7 @@ from harness.cluster import ClusterNetwork
 from harness.processes import children, cmdline
 from paths import REPO_DIR
 
-from ranks import PodJob
+from harness.pod_job import PodJob
 
 pytestmark = pytest.mark.root
 

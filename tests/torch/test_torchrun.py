@@ -12,7 +12,8 @@ import pytest
 
 from harness.cluster import ClusterNetwork
 
-from ranks import ALLREDUCE, PodJob, environments, result_lines
+from harness.pod_job import PodJob
+from ranks import ALLREDUCE, environments, result_lines
 
 ABSENT = None
 TFBOOT_ARGS = ["--framework", "pytorch", "--nproc-per-node", "2", "--cluster", "worker=2", "--wait", "1m"]

@@ -93,6 +93,12 @@ TEST_CASE("control_auth::job_id") {
   config.task_index = 1;
   CHECK(job_id(config) == job_id_of_cluster(R"({"chief":["c-0:2222"],"worker":["w-0:2222","w-1:2222"]})"));
 
+  SUBCASE("from TF_CONFIG's text, in the order tfboot writes it: the one way production makes it") {
+    config.job(TaskType::ps) = {"p-0:2222"};
+    CHECK(job_id_of_tf_config(to_json(config)) == job_id(config));
+    // worker before ps, as written; a sorted cluster (ps first) is another text and another id.
+    CHECK(job_id(config) == job_id_of_cluster(R"({"chief":["c-0:2222"],"worker":["w-0:2222","w-1:2222"],"ps":["p-0:2222"]})"));
+  }
   SUBCASE("every task of a job has the same id") {
     TfConfig chief = config;
     chief.task_type = TaskType::chief;

@@ -198,8 +198,8 @@ TEST_CASE("control_protocol::encode and parse_message") {
          "a bad 'exit' message: 'status' is outside 0..255"},
         {"exit status as a float", R"({"type":"exit","status":1.0})", Sender::task, "a bad 'exit' message: 'status' is not an integer"},
         {"exit status missing", R"({"type":"exit"})", Sender::task, "a bad 'exit' message: 'status' is missing"},
-        {"abort with a code other than 3, 5 or 6", R"({"type":"abort","code":0,"message":"x"})", Sender::coordinator,
-         "a bad 'abort' message: 'code' is outside 3..6"},
+        {"abort with a code other than 2, 3, 5, 6 or 8", R"({"type":"abort","code":0,"message":"x"})", Sender::coordinator,
+         "a bad 'abort' message: 'code' is outside 2..8"},
         {"abort with the code of a file error", R"({"type":"abort","code":4,"message":"x"})", Sender::coordinator,
          "a bad 'abort' message: 'code' is not a start barrier's verdict"},
         {"stop naming no task", R"({"type":"stop","task":"master:0","status":1,"message":"x"})", Sender::coordinator,
@@ -295,6 +295,78 @@ TEST_CASE("control_protocol::handshake") {
   }
 }
 
+TEST_CASE("control_protocol::protocol version in the handshake") {
+  const std::string nonce(32, 'a');
+  SUBCASE("the challenge and the hello carry the protocol and tfboot's version") {
+    Challenge challenge{job, nonce, false, protocol_version, "0.1.0 (3f2a9c1)"};
+    CHECK(encode(challenge) == R"({"type":"challenge","job":"0123456789abcdef","nonce":")" + nonce +
+                                   R"x(","secret":false,"protocol":2,"tfboot":"0.1.0 (3f2a9c1)"})x" + "\n");
+    auto parsed = parse_message(round_trip(challenge, Sender::coordinator), Sender::coordinator);
+    REQUIRE(parsed);
+    CHECK(std::get<Challenge>(*parsed).protocol == 2);
+    CHECK(std::get<Challenge>(*parsed).tfboot == "0.1.0 (3f2a9c1)");
+    Hello hello = hello_from("worker:1", "w");
+    hello.tfboot = "0.1.0 (3f2a9c1)";
+    auto parsed_hello = parse_message(round_trip(hello, Sender::task), Sender::task);
+    REQUIRE(parsed_hello);
+    CHECK(std::get<Hello>(*parsed_hello).protocol == 2);
+    CHECK(std::get<Hello>(*parsed_hello).tfboot == "0.1.0 (3f2a9c1)");
+  }
+  SUBCASE("a challenge or hello without a version (an older tfboot) is protocol 1") {
+    auto challenge = parse_message(R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":false})",
+                                   Sender::coordinator);
+    REQUIRE(challenge);
+    CHECK(std::get<Challenge>(*challenge).protocol == 1);
+    CHECK(std::get<Challenge>(*challenge).tfboot == "");
+    auto hello = parse_message(R"({"type":"hello","job":")" + job + R"(","task":"worker:1","host":"h","instance":"aaaaaaaa",)"
+                               R"("supervised":true,"name":"n","addresses":[],"fingerprint":{},"nonce":"","proof":"","started_ms_ago":5})",
+                               Sender::task);
+    REQUIRE(hello);
+    CHECK(std::get<Hello>(*hello).protocol == 1);
+  }
+  SUBCASE("a first message of another version that cannot be read says so") {
+    CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","secret":false,"protocol":3,"tfboot":"0.3.0"})", Sender::coordinator) ==
+          "a 'challenge' of control protocol 3 (this tfboot speaks 2) that it cannot read: 'nonce' is missing");
+    CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":false,"protocol":0})",
+                      Sender::coordinator) == "a 'challenge' of control protocol 0 (this tfboot speaks 2) that it cannot read: 'protocol' is outside 1..1000000");
+    CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":false,"tfboot":1})",
+                      Sender::coordinator) == "a bad 'challenge' message: 'tfboot' is not a string");
+  }
+  SUBCASE("a task refuses a coordinator of another protocol, naming both versions (exit 6)") {
+    Hello own = hello_from("worker:2", "w");
+    own.tfboot = "0.2.0 (3f2a9c1)";
+    CHECK(check_coordinator_protocol(Challenge{job, nonce, false, protocol_version, "0.1.0 (1111111)"}, own, "worker:0 at 10.0.0.1:2220"));
+    auto older = check_coordinator_protocol(Challenge{job, nonce, false, 1, ""}, own, "worker:0 at 10.0.0.1:2220");
+    REQUIRE_FALSE(older);
+    CHECK(older.error().code == exit_code::environment_mismatch);
+    CHECK(older.error().message ==
+          "tfboot versions differ in this job: the coordinator worker:0 at 10.0.0.1:2220 speaks control protocol 1 (an older tfboot "
+          "that does not say its version), this task worker:2 speaks control protocol 2 (tfboot 0.2.0 (3f2a9c1)); run one tfboot "
+          "version on every task of a job (CHANGELOG.md lists each version's protocol)");
+    CHECK(error_of(check_coordinator_protocol(Challenge{job, nonce, false, 3, "0.9.0"}, own, "worker:0 at 10.0.0.1:2220")) ==
+          "tfboot versions differ in this job: the coordinator worker:0 at 10.0.0.1:2220 speaks control protocol 3 (tfboot 0.9.0), "
+          "this task worker:2 speaks control protocol 2 (tfboot 0.2.0 (3f2a9c1)); run one tfboot version on every task of a job "
+          "(CHANGELOG.md lists each version's protocol)");
+  }
+  SUBCASE("the coordinator aborts the start for every task when a task speaks another protocol") {
+    Hello own = hello_from("worker:0", "pod-0");
+    own.tfboot = "0.2.0";
+    CHECK_FALSE(protocol_mismatch(hello_from("worker:1", "pod-1"), "10.0.0.2:40000", own));
+    Hello older = hello_from("worker:1", "pod-1");
+    older.protocol = 1;
+    auto abort = protocol_mismatch(older, "10.0.0.2:40000", own);
+    REQUIRE(abort);
+    CHECK(abort->code == exit_code::environment_mismatch);
+    CHECK(abort->message ==
+          "tfboot versions differ in this job: worker:1 (host 'pod-1', 10.0.0.2:40000) speaks control protocol 1 (an older tfboot "
+          "that does not say its version), the coordinator worker:0 speaks control protocol 2 (tfboot 0.2.0); run one tfboot "
+          "version on every task of a job (CHANGELOG.md lists each version's protocol)");
+    // A task older than the version check accepts this abort (its code and length are within what it reads).
+    auto line = encode(*abort);
+    CHECK(parse_message(std::string_view(line).substr(0, line.size() - 1), Sender::coordinator));
+  }
+}
+
 // A job of N tasks, every one present.
 StartBarrier full_barrier(int tasks) {
   BarrierSettings settings{job, {}, hello_from("worker:0", "job-worker-0"), EnvCheck::warn, 10s};
@@ -341,6 +413,24 @@ TEST_CASE("control_protocol::StartBarrier") {
     REQUIRE(members.size() == 3);
     CHECK(members[2].host == "w1");
     CHECK(start.environment_differences.empty());
+  }
+  SUBCASE("nodes that run different numbers of processes are refused, each count named (exit 2)") {
+    BarrierSettings settings = barrier_settings();
+    settings.own.processes = 4;
+    StartBarrier pytorch(settings);
+    Hello first = hello_from("worker:0", "w0");
+    first.processes = 4;
+    Hello second = hello_from("worker:1", "w1");
+    second.processes = 2;  // --nproc-per-node gpu on a node with fewer GPUs
+    REQUIRE(pytorch.on_hello(1, first, "p", t0).accepted);
+    REQUIRE(pytorch.on_hello(2, second, "p", t0).accepted);
+    const auto abort = std::get<Abort>(pytorch.decide(true));
+    CHECK(abort.code == exit_code::usage);
+    CHECK(abort.message == "the nodes run different numbers of processes (--nproc-per-node): worker:1 runs 2; chief:0, worker:0 "
+                           "run 4; every node of the job must run the same number (give a number, not gpu or cpu, where the "
+                           "nodes differ)");
+    // The abort travels to every task, which exits with its code.
+    CHECK(std::get<Abort>(parse_message(encode(abort), Sender::coordinator).value()).code == exit_code::usage);
   }
   SUBCASE("refusals name their reason") {
     Hello other = hello_from("worker:0", "w0");

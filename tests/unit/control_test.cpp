@@ -7,14 +7,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <future>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "control/auth.h"
 #include "control/join.h"
+#include "control/refusals.h"
 #include "test_support.h"
 
 namespace tfboot {
@@ -25,16 +30,22 @@ using JoinResult = Result<std::unique_ptr<JobLink>>;
 
 const std::string the_job_id = "0123456789abcdef";
 
-// A port nobody listens on right now (the kernel's choice), for the coordinator to take.
+// A port nobody listens on right now, for the coordinator to take. Below the kernel's ephemeral
+// range (32768-60999): a port the kernel picked would be handed out again as the source port of
+// some connection (this test's strangers, or another test run's) before the coordinator binds it.
 int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in address{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {htonl(INADDR_LOOPBACK)}};
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
-  socklen_t size = sizeof address;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
+  static std::mt19937 pick(std::random_device{}());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = std::uniform_int_distribution<int>(20000, 32000)(pick);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in address{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {}};
+    const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0;
+    ::close(fd);
+    if (!taken) return port;
+  }
+  FAIL("no free port between 20000 and 32000");
+  return 0;
 }
 
 JobMember member(const std::string& text) { return parse_member(text).value(); }
@@ -184,6 +195,84 @@ Hello raw_hello(const Job& job, const std::string& task, const std::string& inst
   JobSettings settings = job.settings(task);
   return Hello{settings.job_id, settings.self, settings.hostname, instance, true, settings.own_name, {"127.0.0.1"}, fingerprint(), "", ""};
 }
+
+// A connection to the coordinator from `source` (another loopback address than the tasks'
+// 127.0.0.1, as a stranger on another host), or -1. No test assertion: runs on helper threads.
+int connect_from(const char* source, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in from{.sin_family = AF_INET, .sin_port = 0, .sin_addr = {}};
+  ::inet_pton(AF_INET, source, &from.sin_addr);
+  sockaddr_in to{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_LOOPBACK)}};
+  timeval timeout{0, 200'000};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the peer closed `fd` (what it sent before is read and dropped).
+bool closed_by_peer(int fd) {
+  char buffer[4096];
+  while (true) {
+    ssize_t got = ::recv(fd, buffer, sizeof buffer, MSG_DONTWAIT);
+    if (got > 0) continue;
+    return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+}
+
+// A stranger on `source` that keeps `count` silent connections open until stopped, each
+// replaced by a fresh one before it is `recycled_at` old (the new opened before the old closes)
+// and each one closed by the coordinator opened again at once.
+class Stranger {
+ public:
+  Stranger(const char* source, int port, std::size_t count, std::chrono::milliseconds recycled_at)
+      : thread_([=, this] { run(source, port, count, recycled_at); }) {}
+  ~Stranger() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::size_t held() const { return held_; }
+
+ private:
+  void run(const char* source, int port, std::size_t count, std::chrono::milliseconds recycled_at) {
+    struct Held {
+      int fd;
+      std::chrono::steady_clock::time_point opened;
+    };
+    std::vector<Held> open;
+    while (!stop_) {
+      const auto now = std::chrono::steady_clock::now();
+      std::vector<Held> kept;
+      for (const Held& connection : open) {
+        if (closed_by_peer(connection.fd)) {
+          ::close(connection.fd);
+        } else if (now - connection.opened >= recycled_at) {
+          if (int fresh = connect_from(source, port); fresh >= 0) kept.push_back({fresh, std::chrono::steady_clock::now()});
+          ::close(connection.fd);
+        } else {
+          kept.push_back(connection);
+        }
+      }
+      open = std::move(kept);
+      while (open.size() < count && !stop_) {
+        int fd = connect_from(source, port);
+        if (fd < 0) break;
+        open.push_back({fd, std::chrono::steady_clock::now()});
+      }
+      held_ = open.size();
+      std::this_thread::sleep_for(2ms);
+    }
+    for (const Held& connection : open) ::close(connection.fd);
+  }
+
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> held_{0};
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -460,6 +549,28 @@ TEST_CASE("control::join_job is not stalled by strangers on the port") {
   CHECK(silent.read_line().starts_with(R"({"type":"challenge","job":"0123456789abcdef","nonce":")"));
 }
 
+TEST_CASE("control::join_job: strangers' fresh connections never lock out a task that proves itself") {
+  // The review's case: ~70 silent connections held open, each replaced before it is 2 s old, so
+  // that none is ever old enough to be closed for room; the tasks hold the secret.
+  Job job;
+  job.secret = "s3cret";
+  job.start_timeout = 6s;
+  JobSettings coordinator_settings = job.settings("chief:0");
+  coordinator_settings.hello_timeout = 10s;  // as in production: only room-making closes them
+  auto coordinator = join_async(coordinator_settings);
+  Stranger stranger("127.0.0.2", job.port, 80, 1500ms);
+  for (int i = 0; i < 200 && stranger.held() < 67; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(stranger.held() >= 67);  // the unproven budget of this job (3 tasks + 64) is spent
+  std::vector<std::future<JoinResult>> workers;
+  for (const char* task : {"worker:0", "worker:1"}) workers.push_back(join_async(job.settings(task)));
+  auto started = coordinator.get();
+  CHECK_MESSAGE(started, error_of(started));
+  for (auto& worker : workers) {
+    auto joined = worker.get();
+    CHECK_MESSAGE(joined, error_of(joined));
+  }
+}
+
 TEST_CASE("control::join_job: a reconnect replaces the old connection, a silent task is dropped") {
   Job job;
   auto coordinator = join_async(job.settings("chief:0"));
@@ -561,6 +672,66 @@ TEST_CASE("control::JobLink after the start") {
     pump(*links[0], 200ms);
     CHECK(late.read_line() == R"({"type":"refused","reason":"job already started"})");
   }
+  SUBCASE("latecomers are refused a few per turn: the rest wait for the next") {
+    std::vector<int> late;
+    for (int i = 0; i < 100; ++i) late.push_back(connect_from("127.0.0.3", job.port));
+    REQUIRE(std::ranges::count(late, -1) == 0);
+    std::this_thread::sleep_for(50ms);  // every connection is in the listen queue
+    std::vector<pollfd> fds;
+    links[0]->add_poll_fds(fds);
+    REQUIRE(::poll(fds.data(), fds.size(), 1000) == 1);
+    links[0]->process(fds, std::chrono::steady_clock::now());  // one turn
+    std::this_thread::sleep_for(50ms);
+    auto answered = std::ranges::count_if(late, [](int fd) {
+      char c = 0;
+      return ::recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 1;
+    });
+    CHECK(answered == 32);
+    for (int fd : late) ::close(fd);
+  }
+  SUBCASE("a flood of connections never holds up the heartbeats") {
+    // The tasks on threads of their own, as on their own hosts: a coordinator stalled by the
+    // flood would be silent to them for longer than the limit (800 ms here).
+    std::vector<std::future<std::vector<JobEvent>>> tasks;
+    for (std::size_t i : {1, 2}) tasks.push_back(std::async(std::launch::async, [&links, i] { return pump(*links[i], 3500ms); }));
+    std::atomic<bool> flooding{true};
+    std::atomic<std::size_t> made{0};
+    auto flood = [&] {
+      while (flooding) {
+        if (int fd = connect_from("127.0.0.3", job.port); fd >= 0) {
+          ::close(fd);
+          ++made;
+        }
+      }
+    };
+    std::vector<std::thread> flooders;
+    for (int i = 0; i < 3; ++i) flooders.emplace_back(flood);
+    auto during = pump(*links[0], 2s);
+    flooding = false;
+    for (auto& flooder : flooders) flooder.join();
+    auto after = pump(*links[0], 1600ms);
+    CHECK(made > 1000);
+    CHECK(during.empty());
+    CHECK(after.empty());
+    for (auto& task : tasks) {
+      auto events = task.get();
+      CHECK_MESSAGE(events.empty(), events.front().message);
+    }
+  }
+}
+
+TEST_CASE("refusals::RefusalTally: a line at once, then one per interval with the count") {
+  RefusalTally tally(10s);
+  const Instant start{};
+  CHECK(tally.note("a connection from 10.0.0.9:1000: job already started", start) ==
+        "refused a connection from 10.0.0.9:1000: job already started");
+  for (int i = 1; i < 20000; ++i) CHECK_FALSE(tally.note("a connection from 10.0.0.9:1001: job already started", start + 5s));
+  CHECK(tally.note("a connection from 10.0.0.9:1002: job already started", start + 10s) ==
+        "refused 20000 connections in 10s (20001 so far); the last: a connection from 10.0.0.9:1002: job already started");
+  CHECK_FALSE(tally.note("a connection from 10.0.0.9:1003: job already started", start + 12s));
+  CHECK(tally.note("a connection from 10.0.0.9:1004: job already started", start + 30s) ==
+        "refused 2 connections in 20s (20003 so far); the last: a connection from 10.0.0.9:1004: job already started");
+  CHECK(tally.total() == 20003);
 }
 
 TEST_CASE("control::join_job in exec mode: the links after the start are inert") {

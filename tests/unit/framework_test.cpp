@@ -13,6 +13,7 @@
 #include "framework/environment.h"
 #include "framework/error_file.h"
 #include "framework/nodes.h"
+#include "framework/nproc_per_node.h"
 #include "test_support.h"
 
 namespace tfboot {

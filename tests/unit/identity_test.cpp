@@ -28,12 +28,12 @@ struct Situation {
 std::string identity_in(const Situation& situation) {
   auto options = parse_options(situation.args, situation.env);
   if (!options) return "options error: " + options.error().message;
-  Hostname hostname = choose_hostname(*options, situation.env, situation.system_hostname);
+  Hostname hostname = choose_hostname(options->hostname, situation.env, situation.system_hostname);
   auto parsed = parse_plan_inputs(*options, situation.env);
   if (!parsed) return describe(std::unexpected(parsed.error()));
   if (auto flags = parse_identity_flags(*options, *parsed); !flags) return describe(std::unexpected(flags.error()));
   parsed->operator_config = situation.operator_config;
-  return describe(resolve_identity({*options, situation.env, hostname, *parsed, situation.ptr_name}));
+  return describe(resolve_identity({situation.env, hostname, *parsed, situation.ptr_name}));
 }
 
 TfConfig operator_config(TaskType type, int index) {
@@ -65,7 +65,7 @@ TEST_CASE("identity::choose_hostname") {
   auto hostname_for = [](std::vector<std::string> args, const Environment& env) {
     auto options = parse_options(args, env);
     REQUIRE(options);
-    Hostname chosen = choose_hostname(*options, env, "3a8f9c2d1e0b");
+    Hostname chosen = choose_hostname(options->hostname, env, "3a8f9c2d1e0b");
     return chosen.name + " from " + chosen.source;
   };
   SUBCASE("gethostname() when nothing else is given") { CHECK(hostname_for({}, {}) == "3a8f9c2d1e0b from gethostname()"); }
@@ -284,7 +284,7 @@ TEST_CASE("identity::identity_with_platform") {
     auto parsed = parse_plan_inputs(*options, env);
     if (!parsed) return describe(std::unexpected(parsed.error()));
     if (auto flags = parse_identity_flags(*options, *parsed); !flags) return describe(std::unexpected(flags.error()));
-    return describe(identity_with_platform(*options, *parsed, slurm));
+    return describe(identity_with_platform(*parsed, slurm));
   };
   CHECK(with_flags({}) == "worker:2 from Slurm (SLURM_PROCID)");
   CHECK(with_flags({"--task-type", "worker"}) == "worker:2 from Slurm (SLURM_PROCID)");

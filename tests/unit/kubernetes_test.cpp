@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/options.h"
 #include "plan/kubernetes.h"
 #include "test_support.h"
 
@@ -170,7 +171,7 @@ TEST_CASE("kubernetes::choose_dns_suffix") {
   auto choose = [&](std::vector<std::string> args, const Environment& env, const std::string& hosts, const ResolvConf& conf) {
     auto options = parse_options(args, env);
     REQUIRE(options);
-    auto suffix = choose_dns_suffix(*options, env, hosts, conf, own_names);
+    auto suffix = choose_dns_suffix({options->service, options->kube_namespace, options->cluster_domain}, env, hosts, conf, own_names);
     return suffix ? suffix_text(*suffix) : "error " + std::to_string(suffix.error().code) + ": " + suffix.error().message;
   };
 

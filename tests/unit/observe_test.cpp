@@ -11,8 +11,11 @@
 #include <sstream>
 #include <string>
 
+#include "base/unique_fd.h"
 #include "observe/http_server.h"
-#include "observe/metrics.h"
+#include "observe/phase_clock.h"
+#include "observe/prometheus.h"
+#include "observe/status.h"
 #include "observe/termination_log.h"
 #include "test_support.h"
 
@@ -102,6 +105,19 @@ TEST_CASE("observe::render_status and is_ready") {
         "{\"job_id\":\"a1b2\",\"started\":false,\"tasks_expected\":2,\"tasks_present\":1,\"tasks\":["
         "{\"task\":\"worker:0\",\"present\":true,\"host\":\"pod-0\",\"last_error\":\"\"},"
         "{\"task\":\"worker:1\",\"present\":false,\"host\":\"\",\"last_error\":\"never said hello\"}]}\n");
+  SUBCASE("a large job: the first missing tasks, and a count of the others") {
+    observe::StartRecord record = a_coordinator();
+    record.tasks.clear();
+    for (int i = 0; i < 100000; ++i) {
+      const bool present = i % 1000 != 7;
+      record.tasks.push_back({"worker:" + std::to_string(i), present, present ? "pod" : "", present ? "" : "never said hello"});
+    }
+    const std::string status = observe::render_status(record);
+    CHECK(status.find("\"task\":\"worker:7\",\"present\":false") != std::string::npos);
+    CHECK(status.find("\"present\":true") == std::string::npos);
+    CHECK(status.find("\"tasks_not_listed\":99900") != std::string::npos);
+    CHECK(status.size() < 100 * 100);
+  }
   CHECK(observe::is_ready(a_coordinator()));
   CHECK_FALSE(observe::is_ready(observe::StartRecord{}));
 }
@@ -175,6 +191,42 @@ TEST_CASE("http::parse_request_head") {
   CHECK(std::get<HttpRequest>(parse_request_head("HEAD / HTTP/1.1")).head);
 }
 
+TEST_CASE("http::read_request") {
+  using State = RequestReading::State;
+  SUBCASE("a head without its blank line is incomplete") {
+    CHECK(read_request("GET /metrics HTTP/1.1\r\nHost: x\r\n", 4096).state == State::incomplete);
+    CHECK(read_request("", 4096).state == State::incomplete);
+  }
+  SUBCASE("the blank line completes it, with or without carriage returns") {
+    for (const char* received : {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "GET /metrics HTTP/1.1\nHost: x\n\n"}) {
+      CAPTURE(received);
+      const RequestReading reading = read_request(received, 4096);
+      REQUIRE(reading.state == State::complete);
+      CHECK(reading.request.path == "/metrics");
+      CHECK_FALSE(reading.request.head);
+    }
+  }
+  SUBCASE("a complete head that is not GET or HEAD is refused with its status") {
+    const RequestReading reading = read_request("POST /metrics HTTP/1.1\r\n\r\n", 4096);
+    CHECK(reading.state == State::refused);
+    CHECK(reading.status == 405);
+  }
+  SUBCASE("more than the limit without the blank line is refused with 431") {
+    const std::string received = "GET /" + std::string(40, 'a');
+    const RequestReading reading = read_request(received, 40);
+    CHECK(reading.state == State::refused);
+    CHECK(reading.status == 431);
+    CHECK(read_request(received, 45).state == State::incomplete);
+  }
+  SUBCASE("a blank line past the limit is refused with 431 too") {
+    const std::string received = "GET /" + std::string(40, 'a') + " HTTP/1.1\r\n\r\n";
+    const RequestReading reading = read_request(received, 40);
+    CHECK(reading.state == State::refused);
+    CHECK(reading.status == 431);
+    CHECK(read_request(received, received.size()).state == State::complete);
+  }
+}
+
 TEST_CASE("http::render_response") {
   HttpResponse response{.status = 503, .body = "not ready\n"};
   CHECK(render_response(response, false) ==
@@ -223,12 +275,39 @@ TEST_CASE("termination_log::write_termination_message") {
     auto written = write_termination_message(dir.path + "/missing/termination-log", "x");
     CHECK_FALSE(written);
   }
-  SUBCASE("a FIFO is never opened for writing") {
+  SUBCASE("a FIFO that is read gets the message and stays a FIFO") {
     const std::string path = dir.path + "/fifo";
     REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
-    // The rename replaces the FIFO's name with a file: nothing blocks.
-    REQUIRE(write_termination_message(path, "x"));
-    CHECK(fs::is_regular_file(path));
+    UniqueFd reader(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+    REQUIRE(reader);
+    REQUIRE_MESSAGE(write_termination_message(path, "exit 5"), "written into the FIFO");
+    char buffer[64] = {};
+    CHECK(::read(reader.get(), buffer, sizeof buffer) == 7);
+    CHECK(std::string(buffer) == "exit 5\n");
+    CHECK(fs::is_fifo(path));
+  }
+  SUBCASE("a FIFO that nobody reads is an error, never a wait, and stays a FIFO") {
+    const std::string path = dir.path + "/fifo";
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    auto written = write_termination_message(path, "x");
+    CHECK(error_of(written) == path + " is a FIFO that nobody reads");
+    CHECK(fs::is_fifo(path));
+    CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);  // no temporary left
+  }
+  SUBCASE("a symbolic link is written through, never replaced") {
+    const std::string target = dir.path + "/target";
+    const std::string path = dir.path + "/termination-log";
+    std::ofstream(target) << std::string(100, 'y');
+    fs::create_symlink(target, path);
+    REQUIRE_MESSAGE(write_termination_message(path, "exit 5"), "written through the link");
+    CHECK(fs::is_symlink(path));
+    CHECK(read_file(target) == "exit 5\n");
+  }
+  SUBCASE("a directory is an error and is left alone") {
+    const std::string path = dir.path + "/termination-log";
+    fs::create_directory(path);
+    CHECK(error_of(write_termination_message(path, "x")) == "open " + path + ": Is a directory");
+    CHECK(fs::is_directory(path));
   }
 }
 

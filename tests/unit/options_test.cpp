@@ -543,9 +543,38 @@ TEST_CASE("options::parse_options unknown options") {
       CHECK(error_of(options) == message);
     }
   }
-  SUBCASE("unknown TFBOOT_* variables are ignored, each with a warning and the nearest twin") {
+  SUBCASE("an unknown TFBOOT_* variable is a usage error naming the nearest twin") {
+    auto options = parse({}, {{"TFBOOT_WAITT", "0"}, {"TFBOOT_LOG_DIR", "/logs/worker_0"}, {"TFBOOT_POD_INDEX", "3"},
+                              {"TFBOOT_RESTART_COUNT", "1"}});
+    CHECK(code_of(options) == 2);
+    CHECK(error_of(options) == "TFBOOT_WAITT (did you mean TFBOOT_WAIT?) is not an option's environment twin; "
+                               "TFBOOT_UNKNOWN_VARIABLES=warn ignores them with a warning (for an image that sets variables "
+                               "for several tfboot versions)");
+  }
+  SUBCASE("several unknown variables are named on one line, before any other usage error") {
+    auto options = parse({"--wait", "forever"}, {{"TFBOOT_FROBNICATE", "1"}, {"TFBOOT_CLUSTR", "worker=3"}});
+    CHECK(code_of(options) == 2);
+    CHECK(error_of(options) == "TFBOOT_CLUSTR (did you mean TFBOOT_CLUSTER?), TFBOOT_FROBNICATE are not options' environment "
+                               "twins; TFBOOT_UNKNOWN_VARIABLES=warn ignores them with a warning (for an image that sets "
+                               "variables for several tfboot versions)");
+    CHECK(code_of(parse({"local"}, {{"TFBOOT_CLUSTR", "worker=3"}})) == 2);
+  }
+  SUBCASE("--help and --version do not look at the environment's variables") {
+    CHECK(parse({"--help"}, {{"TFBOOT_CLUSTR", "worker=3"}}));
+    CHECK(parse({"--version"}, {{"TFBOOT_CLUSTR", "worker=3"}}));
+  }
+  SUBCASE("TFBOOT_UNKNOWN_VARIABLES or --unknown-variables takes error or warn, nothing else") {
+    auto options = parse({}, {{"TFBOOT_CLUSTR", "worker=3"}, {"TFBOOT_UNKNOWN_VARIABLES", "ignore"}});
+    CHECK(code_of(options) == 2);
+    CHECK(error_of(options) == "TFBOOT_UNKNOWN_VARIABLES 'ignore' must be error or warn");
+    CHECK(error_of(parse({}, {{"TFBOOT_UNKNOWN_VARIABLES", "ignore"}})) == "TFBOOT_UNKNOWN_VARIABLES 'ignore' must be error or warn");
+    CHECK(parse({"--unknown-variables", "warn"}, {{"TFBOOT_CLUSTR", "worker=3"}}));
+    CHECK(code_of(parse({"--unknown-variables=error"}, {{"TFBOOT_CLUSTR", "worker=3"}, {"TFBOOT_UNKNOWN_VARIABLES", "warn"}})) == 2);
+  }
+  SUBCASE("with TFBOOT_UNKNOWN_VARIABLES=warn unknown TFBOOT_* variables are ignored, each with a warning and the nearest twin") {
     auto options = parse({}, {{"TFBOOT_FROBNICATE", "1"}, {"TFBOOT_POD_INDEX", "3"}, {"TFBOOT_CLUSTR", "worker=3"},
-                              {"TFBOOT_IDLE_WHEN_DON", "1"}, {"TFBOOT_LOG_DIR", "/logs/worker_0"}, {"TFBOOT_WAIT", "1s"}});
+                              {"TFBOOT_IDLE_WHEN_DON", "1"}, {"TFBOOT_LOG_DIR", "/logs/worker_0"}, {"TFBOOT_WAIT", "1s"},
+                              {"TFBOOT_UNKNOWN_VARIABLES", "warn"}});
     REQUIRE(options);
     CHECK(options->command.empty());
     CHECK_FALSE(options->cluster);
@@ -586,6 +615,18 @@ TEST_CASE("options::parse_options reports the first of several bad values") {
     CHECK(code_of(options) == 2);
     CHECK(error_of(options) == row.error);
   }
+}
+
+TEST_CASE("options::parse_options --preflight") {
+  CHECK(parse({})->preflight == PreflightLevel::off);
+  CHECK(parse({"--preflight", "quick"})->preflight == PreflightLevel::quick);
+  CHECK(parse({}, {{"TFBOOT_PREFLIGHT", "quick"}})->preflight == PreflightLevel::quick);
+  auto bad = parse({}, {{"TFBOOT_PREFLIGHT", "full"}});
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code == exit_code::usage);
+  CHECK(bad.error().message == "TFBOOT_PREFLIGHT 'full' must be off or quick");
+  // The test-only clock shift is known, not a typo of an option's twin.
+  CHECK(parse({}, {{"TFBOOT_TEST_CLOCK_OFFSET_MS", "5000"}}));
 }
 
 TEST_CASE("options::parse_options --metrics-port") {

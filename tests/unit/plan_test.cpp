@@ -138,6 +138,19 @@ TEST_CASE("plan::make_plan from host facts alone") {
     CHECK(code_of(plan) == 2);
     CHECK(error_of(plan).starts_with("TF_CONFIG for 4000 tasks would be about "));
   }
+  SUBCASE("PyTorch and JAX get no TF_CONFIG: a job of 2,500 nodes with Kubernetes names is no environment problem") {
+    for (const char* framework : {"pytorch", "jax"}) {
+      CAPTURE(framework);
+      auto options = options_from({"--cluster", "worker=2500", "--framework", framework});
+      auto plan = checked_plan(options, {}, statefulset_pod(), std::nullopt);
+      REQUIRE_MESSAGE(plan, error_of(plan));
+      auto text = make_tf_config_text(options, *plan, {});
+      REQUIRE_MESSAGE(text, error_of(text));
+      CHECK(text->size() > max_environment_string);  // tf_config.json and the job id still have it whole
+    }
+    auto tensorflow = options_from({"--cluster", "worker=2500"});
+    CHECK(error_of(checked_plan(tensorflow, {}, statefulset_pod(), std::nullopt)).starts_with("TF_CONFIG for 2500 tasks would be about "));
+  }
 }
 
 TEST_CASE("plan::make_plan from a platform that describes the job") {

@@ -29,11 +29,11 @@ std::string describe(Reader read, const Situation& situation) {
   auto options = parse_options(situation.args, situation.env);
   if (!options) return "options error: " + options.error().message;
   HostFacts facts{situation.system_hostname, situation.hosts_file, "", {}, situation.files};
-  Hostname hostname = choose_hostname(*options, situation.env, facts.system_hostname);
+  Hostname hostname = choose_hostname(options->hostname, situation.env, facts.system_hostname);
   auto parsed = parse_plan_inputs(*options, situation.env);
   if (!parsed) return "error " + std::to_string(parsed.error().code) + ": " + parsed.error().message;
   if (auto flags = parse_identity_flags(*options, *parsed); !flags) return "error 2: " + flags.error().message;
-  auto job = read(PlatformInputs{*options, *parsed, situation.env, facts, hostname});
+  auto job = read(PlatformInputs{*parsed, situation.env, facts, hostname});
   if (!job) return "error " + std::to_string(job.error().code) + ": " + job.error().message;
   if (!*job) return "none";
   std::string text = (*job)->identity.task() + " from " + (*job)->identity.source + " |";
@@ -185,6 +185,8 @@ TEST_CASE("platforms::job_from_slurm") {
          "error 2: SLURM_STEP_TASKS_PER_NODE '2,1(x2': '1(x2' is not <tasks> or <tasks>(x<nodes>)"},
         {"a task count that is not a number", {{}, with(srun_task("1"), {{"SLURM_STEP_NUM_TASKS", "four"}})},
          "error 2: SLURM_STEP_NUM_TASKS 'four' is not a positive integer"},
+        {"a task count over the limit, before any task is placed", {{}, with(srun_task("1"), {{"SLURM_STEP_NUM_TASKS", "100001"}})},
+         "error 2: SLURM_STEP_NUM_TASKS '100001' is more than 100000 tasks"},
         {"tasks per node for another number of nodes", {{}, with(srun_task("1"), {{"SLURM_STEP_TASKS_PER_NODE", "2,1"}})},
          "error 2: SLURM_STEP_TASKS_PER_NODE '2,1' places tasks on 2 nodes, but SLURM_STEP_NODELIST 'gpu[07-08],cpu1' names 3"},
         {"tasks per node for another number of tasks", {{}, with(srun_task("1"), {{"SLURM_STEP_TASKS_PER_NODE", "2(x3)"}})},
@@ -616,8 +618,8 @@ TEST_CASE("platforms::job_from_sagemaker warns when nothing says this is a SageM
     auto parsed = parse_plan_inputs(*options, env);
     REQUIRE(parsed);
     HostFacts facts{system_hostname, "", "", {}, sagemaker_file(file)};
-    Hostname hostname = choose_hostname(*options, env, facts.system_hostname);
-    auto job = job_from_sagemaker(PlatformInputs{*options, *parsed, env, facts, hostname});
+    Hostname hostname = choose_hostname(options->hostname, env, facts.system_hostname);
+    auto job = job_from_sagemaker(PlatformInputs{*parsed, env, facts, hostname});
     REQUIRE(job);
     REQUIRE(*job);
     return (*job)->warnings;
@@ -665,7 +667,7 @@ TEST_CASE("host_facts::gather_host_facts notes the platform files that are there
     const std::vector<std::string> args{"--pod-info-dir", dir.string()};
     auto options = parse_options(args, {});
     REQUIRE(options);
-    return gather_host_facts(*options).platform_files;
+    return gather_host_facts(options->pod_info_dir.value).platform_files;
   };
   SUBCASE("absent files are simply absent") {
     auto files = facts_for();

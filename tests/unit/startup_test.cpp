@@ -215,6 +215,67 @@ TEST_CASE("startup::build_startup_json times, the end, tfboot local") {
   }
 }
 
+TEST_CASE("startup::build_startup_json at any job size is read back whole") {
+  // A job of 100,000 tasks with --address ip: every peer resolved, names of 253 bytes and four
+  // addresses each, plus the warnings, the command and the environment differences at their worst.
+  StartupReport report = sample_report();
+  report.peers.clear();
+  report.resolution.clear();
+  for (int i = 0; i < 100'000; ++i) {
+    const std::string name = std::string(240, 'n') + "-" + std::to_string(i);
+    report.peers.push_back(PeerAddress{TaskType::worker, i, name, 2222, true});
+    NameStatus status;
+    status.name = name;
+    status.resolved = i % 1000 != 999;  // one in a thousand never resolved
+    status.tries = 3;
+    if (status.resolved) status.addresses = {"10.1.2.3", "10.1.2.4", "fd00::1:2:3:4", "fd00::1:2:3:5"};
+    status.last_error = status.resolved ? "" : "NXDOMAIN";
+    status.time_to_resolve = 1250ms;
+    report.resolution.push_back(status);
+  }
+  report.warnings.assign(64, std::string(65536, 'w'));
+  report.command.assign(10'000, std::string(200, 'c'));
+  std::string differences;
+  for (int i = 0; i < 64; ++i) differences += std::string(i ? "," : "") + "\"" + std::string(65536, 'd') + "\"";
+  report.job_json = R"({"job_id":"0123456789abcdef","environment_differences":[)" + differences + "]}";
+  report.tf_config = R"({"cluster":{"worker":[")" + std::string(2'000'000, 'a') + R"("]}})";
+  report.identity.source = std::string(100'000, '\xff');  // not UTF-8: each byte written as three
+  PreviousStarts previous;
+  for (std::size_t i = 0; i < max_history; ++i) {
+    previous.history.push_back({1.0, std::string(4096, 's'), TaskEnd{2.0, 1, "command_failed", std::string(4096, 'm'), "worker:1"}});
+  }
+
+  const std::string text = build_startup_json(report, previous);
+  CHECK(text.size() < max_previous_startup_json);
+  auto read_back = read_previous_starts(text);
+  CHECK_FALSE(read_back.damage);
+  CHECK(read_back.history.size() == max_history);
+  auto root = parse(text);
+  const std::size_t listed = root["peers"].size();
+  CHECK(listed > 500);
+  CHECK(root["peers"][0]["task"] == "worker:0");
+  CHECK(root["peers_not_listed"]["count"] == 100'000 - listed);
+  CHECK(root["peers_not_listed"]["first"] == "worker:" + std::to_string(listed));
+  CHECK(root["peers_not_listed"]["unresolved"] == 100 - (listed + 1) / 1000);
+  CHECK(root["peers_not_listed"]["first_unresolved"].size() == 20);
+  CHECK(root["warnings"].size() + root["warnings_not_listed"].get<std::size_t>() == 64);
+  CHECK(root["warnings"][0].get<std::string>().size() == 4096);
+  CHECK(root["command"].size() + root["command_not_listed"].get<std::size_t>() == 10'000);
+  CHECK(root["job"]["environment_differences_not_listed"].get<std::size_t>() > 0);
+  CHECK(root["job"]["job_id"] == "0123456789abcdef");
+  CHECK(root["tf_config"].is_null());
+  CHECK(root["tf_config_not_listed"] == "2000027 bytes: tf_config.json holds it");
+}
+
+TEST_CASE("startup::build_startup_json lists a small job whole") {
+  auto root = parse(build_startup_json(sample_report(), {}));
+  CHECK(root["peers"].size() == 2);
+  CHECK_FALSE(root.contains("peers_not_listed"));
+  CHECK_FALSE(root.contains("warnings_not_listed"));
+  CHECK_FALSE(root.contains("command_not_listed"));
+  CHECK_FALSE(root.contains("tf_config_not_listed"));
+}
+
 TEST_CASE("startup::iso8601_utc") {
   CHECK(iso8601_utc(0) == "1970-01-01T00:00:00.000Z");
   CHECK(iso8601_utc(1700000000.5) == "2023-11-14T22:13:20.500Z");

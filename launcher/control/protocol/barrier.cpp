@@ -23,6 +23,7 @@ StartBarrier::StartBarrier(BarrierSettings settings) : settings_(std::move(setti
     own->hello = settings_.own;
     take(*own, 0);  // never a real connection id: the coordinator is present by itself
     own->ever_connected = true;
+    own->clock_offset_ms = 0;  // the coordinator's clock is the job's
   }
 }
 
@@ -55,7 +56,8 @@ void StartBarrier::leave(Slot& slot) {
   missing_.insert(static_cast<std::size_t>(&slot - slots_.data()));
 }
 
-HelloVerdict StartBarrier::on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now) {
+HelloVerdict StartBarrier::on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now,
+                                    std::optional<std::int64_t> clock_offset_ms) {
   const std::string from = "'" + hello.host + "' (" + std::string(peer) + ")";
   Slot* slot = slot_of(hello.task);
   if (hello.job != settings_.job_id) {
@@ -81,6 +83,7 @@ HelloVerdict StartBarrier::on_hello(ConnectionId connection, const Hello& hello,
   slot->last_heard = now;
   slot->ever_connected = true;
   slot->last_error.clear();
+  slot->clock_offset_ms = clock_offset_ms;
   return verdict;
 }
 
@@ -137,7 +140,29 @@ std::vector<std::string> StartBarrier::environment_differences() const {
   return compare_fingerprints(by_task);
 }
 
+// Every node of a PyTorch or JAX job must run as many processes as the others: WORLD_SIZE and each
+// RANK are computed from that count on every node, so one that differs gives ranks twice.
+std::optional<Abort> StartBarrier::process_counts_differ() const {
+  std::map<int, std::vector<std::string>> by_count;
+  for (const auto& slot : slots_) {
+    if (slot.connection && slot.hello.processes > 0) by_count[slot.hello.processes].push_back(slot.task.text());
+  }
+  if (by_count.size() < 2) return std::nullopt;
+  constexpr std::size_t named = 5;
+  std::string counts;
+  for (const auto& [count, tasks] : by_count) {
+    std::string names;
+    for (std::size_t i = 0; i < tasks.size() && i < named; ++i) names += (i ? ", " : "") + tasks[i];
+    if (tasks.size() > named) names += " and " + std::to_string(tasks.size() - named) + " more";
+    counts += (counts.empty() ? "" : "; ") + names + (tasks.size() == 1 ? " runs " : " run ") + std::to_string(count);
+  }
+  return Abort{exit_code::usage, "the nodes run different numbers of processes (--nproc-per-node): " + counts +
+                                     "; every node of the job must run the same number (give a number, not gpu or cpu, "
+                                     "where the nodes differ)"};
+}
+
 std::variant<Start, Abort> StartBarrier::decide(bool supervised) const {
+  if (auto differ = process_counts_differ()) return *differ;
   Start start{supervised, {}, static_cast<int>(slots_.size()), false, std::nullopt};
   if (settings_.env_check != EnvCheck::off) start.environment_differences = environment_differences();
   if (settings_.env_check == EnvCheck::fail && !start.environment_differences.empty()) {
@@ -145,7 +170,24 @@ std::variant<Start, Abort> StartBarrier::decide(bool supervised) const {
     for (std::size_t i = 0; i < start.environment_differences.size(); ++i) message += (i ? " | " : "") + start.environment_differences[i];
     return Abort{exit_code::environment_mismatch, message};
   }
+  if (settings_.preflight != PreflightLevel::off) {
+    const auto figures = preflight_figures();
+    const PreflightVerdict verdict = judge_preflight(figures, settings_.preflight_bounds);
+    if (!verdict.passed()) return Abort{exit_code::preflight_refused, preflight_refusal_message(verdict)};
+    start.clock_offsets_ms.emplace();
+    for (const auto& slot : slots_) start.clock_offsets_ms->push_back(slot.clock_offset_ms.value_or(0));
+  }
   return start;
+}
+
+std::vector<TaskPreflight> StartBarrier::preflight_figures() const {
+  std::vector<TaskPreflight> figures;
+  for (const auto& slot : slots_) {
+    if (!slot.connection) continue;
+    figures.push_back({slot.task.text(), std::string(to_string(slot.task.type)), slot.hello.host, slot.hello.preflight,
+                       slot.clock_offset_ms, accelerator_count(slot.hello.fingerprint)});
+  }
+  return figures;
 }
 
 std::vector<MemberInfo> StartBarrier::members() const {

@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "cli/options.h"
+#include "base/choices.h"
 #include "control/protocol/messages.h"
 
 namespace tfboot {
@@ -30,6 +30,8 @@ struct BarrierSettings {
   Hello own;                     // the coordinator's own entry
   EnvCheck env_check = EnvCheck::warn;
   std::chrono::milliseconds peer_silent_after{10000};
+  PreflightLevel preflight = PreflightLevel::off;  // the coordinator's: the job's (docs/preflight.md)
+  PreflightBounds preflight_bounds;
 };
 
 struct HelloVerdict {
@@ -42,8 +44,10 @@ class StartBarrier {
  public:
   explicit StartBarrier(BarrierSettings settings);
 
-  // `peer` is the connection's address, for messages.
-  HelloVerdict on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now);
+  // `peer` is the connection's address, for messages; `clock_offset_ms`: the task's wall clock
+  // against the coordinator's at this hello, when the hello carried one.
+  HelloVerdict on_hello(ConnectionId connection, const Hello& hello, std::string_view peer, Instant now,
+                        std::optional<std::int64_t> clock_offset_ms = std::nullopt);
   void on_heard(ConnectionId connection, Instant now);
   // The connection is gone; `why` becomes its task's last error.
   void on_closed(ConnectionId connection, const std::string& why);
@@ -55,7 +59,8 @@ class StartBarrier {
   bool complete() const { return missing_.empty(); }
   BarrierProgress progress() const;
   // Once complete: Start for every task, or Abort with environment_mismatch when the
-  // environment check is `fail` and fingerprints differ.
+  // environment check is `fail` and fingerprints differ, or with preflight_refused when a task
+  // cannot run the job (--preflight quick).
   std::variant<Start, Abort> decide(bool supervised) const;
   // Every task's entry in cluster order, as its hello said: what the name check compares.
   std::vector<MemberInfo> members() const;
@@ -63,6 +68,10 @@ class StartBarrier {
   // that says 300 ms: now - 300 ms).
   Instant latest_task_start() const { return latest_task_start_; }
   std::vector<std::string> environment_differences() const;
+  // An abort (exit 2) naming the tasks when the nodes run different numbers of processes.
+  std::optional<Abort> process_counts_differ() const;
+  // Every present task's preflight figures, in cluster order (the coordinator's own included).
+  std::vector<TaskPreflight> preflight_figures() const;
   // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;
@@ -96,6 +105,7 @@ class StartBarrier {
     Instant last_heard{};
     bool ever_connected = false;
     std::string last_error;
+    std::optional<std::int64_t> clock_offset_ms;
   };
   Slot* slot_of(const JobMember& task);
   Slot* slot_of(ConnectionId connection);

@@ -35,6 +35,35 @@ Result<void> check_challenge(const Challenge& challenge, std::string_view job, b
   return {};
 }
 
+std::string protocol_text(int protocol, std::string_view tfboot) {
+  const std::string version = tfboot.empty() ? (protocol == unversioned_protocol ? "an older tfboot that does not say its version"
+                                                                                 : "a tfboot that does not say its version")
+                                             : "tfboot " + std::string(tfboot);
+  return "control protocol " + std::to_string(protocol) + " (" + version + ")";
+}
+
+namespace {
+
+constexpr std::string_view same_version_advice = "; run one tfboot version on every task of a job (CHANGELOG.md lists each version's protocol)";
+
+}  // namespace
+
+Result<void> check_coordinator_protocol(const Challenge& challenge, const Hello& own, std::string_view coordinator) {
+  if (challenge.protocol == own.protocol) return {};
+  return make_error(exit_code::environment_mismatch,
+                    "tfboot versions differ in this job: the coordinator " + std::string(coordinator) + " speaks " +
+                        protocol_text(challenge.protocol, challenge.tfboot) + ", this task " + own.task.text() + " speaks " +
+                        protocol_text(own.protocol, own.tfboot) + std::string(same_version_advice));
+}
+
+std::optional<Abort> protocol_mismatch(const Hello& hello, std::string_view from, const Hello& own) {
+  if (hello.protocol == own.protocol) return std::nullopt;
+  return Abort{exit_code::environment_mismatch,
+               "tfboot versions differ in this job: " + hello.task.text() + " (host '" + hello.host + "', " + std::string(from) +
+                   ") speaks " + protocol_text(hello.protocol, hello.tfboot) + ", the coordinator " + own.task.text() + " speaks " +
+                   protocol_text(own.protocol, own.tfboot) + std::string(same_version_advice)};
+}
+
 Result<void> check_hello_proof(const Hello& hello, const Challenge& challenge, const std::optional<std::string>& secret) {
   if (!secret) return {};
   if (hello.nonce.size() < 32) return make_error(protocol_violation, "no nonce in the hello although a secret is required");

@@ -66,6 +66,8 @@ struct Encoder {
     out["job"] = m.job;
     out["nonce"] = m.nonce;
     out["secret"] = m.secret;
+    out["protocol"] = m.protocol;
+    out["tfboot"] = m.tfboot;
   }
   void operator()(const Hello& m) {
     out["job"] = m.job;
@@ -80,6 +82,14 @@ struct Encoder {
     out["proof"] = m.proof;
     if (m.table) out["table"] = true;
     out["started_ms_ago"] = m.started_ms_ago;
+    out["protocol"] = m.protocol;
+    out["tfboot"] = m.tfboot;
+    if (m.processes > 0) out["processes"] = m.processes;
+    if (m.preflight) {
+      out["preflight"] = {{"log_root", m.preflight->log_root}, {"problem", m.preflight->problem},
+                          {"free_mib", m.preflight->free_mib}, {"write_us", static_cast<std::int64_t>(m.preflight->write_ms * 1000)}};
+    }
+    if (m.wall_ms) out["wall_ms"] = *m.wall_ms;
   }
   void operator()(const Accepted& m) {
     out["proof"] = m.proof;
@@ -96,6 +106,7 @@ struct Encoder {
     out["restarts"] = m.restarts;
     out["max_restarts"] = m.max_restarts;
     out["stop_together"] = m.stop_together;
+    if (m.clock_offsets_ms) out["preflight"] = {{"clock_offsets_ms", *m.clock_offsets_ms}};
   }
   void operator()(const Abort& m) {
     out["code"] = m.code;
@@ -152,6 +163,10 @@ constexpr std::size_t max_listed_line = 65536;
 constexpr int max_tasks = 1'000'000;
 constexpr std::size_t max_table_entry = max_addresses * (max_address + 1);
 constexpr int max_restart_count = 1'000'000;
+constexpr int max_protocol = 1'000'000;
+constexpr std::int64_t max_mib = std::int64_t{1} << 40;
+constexpr std::int64_t max_micros = std::int64_t{1} << 40;
+constexpr std::int64_t max_wall_ms = std::int64_t{1} << 50;  // some 35,000 years after 1970
 
 // Reads the fields of one message; the first problem is kept and turns the result into an error.
 class Fields {
@@ -199,6 +214,15 @@ class Fields {
     return static_cast<int>(value->get<std::int64_t>());
   }
 
+  std::int64_t long_integer(const char* key, std::int64_t min, std::int64_t max) {
+    const json* value = find(key, &json::is_number_integer, "an integer");
+    if (!value) return 0;
+    bool in_range = value->is_number_unsigned() ? value->get<std::uint64_t>() <= static_cast<std::uint64_t>(max) && min <= 0
+                                                : value->get<std::int64_t>() >= min && value->get<std::int64_t>() <= max;
+    if (!in_range) return reject(key, "is outside " + std::to_string(min) + ".." + std::to_string(max)), 0;
+    return value->get<std::int64_t>();
+  }
+
   bool flag(const char* key) {
     const json* value = find(key, &json::is_boolean, "true or false");
     return value && value->get<bool>();
@@ -238,6 +262,7 @@ class Fields {
   }
 
   bool has(const char* key) const { return object_.contains(key); }
+  const json* at(const char* key) const { auto it = object_.find(key); return it == object_.end() ? nullptr : &*it; }
 
   const json* reject(const char* key, const std::string& what) {
     if (!problem) problem = std::string("'") + key + "' " + what;
@@ -250,7 +275,15 @@ class Fields {
   const json& object_;
 };
 
-Message parse_challenge(Fields& f) { return Challenge{f.hex("job", 16, 16), f.hex("nonce", 32, 64), f.flag("secret")}; }
+// A peer from before the version was carried says neither: protocol 1, tfboot version unknown.
+int protocol_of(Fields& f) { return f.has("protocol") ? f.integer("protocol", 1, max_protocol) : unversioned_protocol; }
+
+Message parse_challenge(Fields& f) {
+  Challenge challenge{f.hex("job", 16, 16), f.hex("nonce", 32, 64), f.flag("secret")};
+  challenge.protocol = protocol_of(f);
+  challenge.tfboot = f.optional_text("tfboot", max_tfboot_version);
+  return challenge;
+}
 
 Message parse_hello(Fields& f) {
   Hello hello;
@@ -268,6 +301,22 @@ Message parse_hello(Fields& f) {
   hello.proof = f.hex("proof", 0, 64);
   hello.table = f.optional_flag("table");
   hello.started_ms_ago = f.optional_integer("started_ms_ago", 0, std::numeric_limits<int>::max());
+  hello.protocol = protocol_of(f);
+  hello.tfboot = f.optional_text("tfboot", max_tfboot_version);
+  hello.processes = static_cast<int>(f.optional_integer("processes", 0, max_processes_per_node));
+  if (f.has("preflight")) {
+    if (const json* object = f.find("preflight", &json::is_object, "an object")) {
+      Fields inner(*object);
+      NodeFigures node;
+      node.log_root = inner.text("log_root", max_text);
+      node.problem = inner.text("problem", max_text);
+      node.free_mib = inner.long_integer("free_mib", 0, max_mib);
+      node.write_ms = static_cast<double>(inner.long_integer("write_us", 0, max_micros)) / 1000;
+      if (inner.problem) f.reject("preflight", *inner.problem);
+      hello.preflight = node;
+    }
+  }
+  if (f.has("wall_ms")) hello.wall_ms = f.long_integer("wall_ms", 0, max_wall_ms);
   return hello;
 }
 
@@ -284,12 +333,30 @@ Message parse_start(Fields& f) {
   start.restarts = static_cast<int>(f.optional_integer("restarts", 0, max_restart_count));
   start.max_restarts = static_cast<int>(f.optional_integer("max_restarts", 0, max_restart_count));
   start.stop_together = f.optional_flag("stop_together");
+  if (!f.problem && f.has("preflight")) {
+    if (const json* object = f.find("preflight", &json::is_object, "an object")) {
+      Fields inner(*object);
+      const json* offsets = inner.find("clock_offsets_ms", &json::is_array, "a list");
+      if (offsets && offsets->size() != static_cast<std::size_t>(start.tasks)) inner.reject("clock_offsets_ms", "does not have one entry per task");
+      if (offsets && !inner.problem) {
+        start.clock_offsets_ms.emplace();
+        for (const auto& item : *offsets) {
+          if (!item.is_number_integer() || item.get<std::int64_t>() < -max_wall_ms || item.get<std::int64_t>() > max_wall_ms) {
+            inner.reject("clock_offsets_ms", "holds an item that is not an offset in ms");
+            break;
+          }
+          start.clock_offsets_ms->push_back(item.get<std::int64_t>());
+        }
+      }
+      if (inner.problem) f.reject("preflight", *inner.problem);
+    }
+  }
   return start;
 }
 
 Message parse_abort(Fields& f) {
-  Abort abort{f.integer("code", exit_code::peers_unresolved, exit_code::environment_mismatch), f.text("message", max_text)};
-  if (abort.code == exit_code::file_write) f.reject("code", "is not a start barrier's verdict");
+  Abort abort{f.integer("code", exit_code::usage, exit_code::preflight_refused), f.text("message", max_text)};
+  if (abort.code == exit_code::file_write || abort.code == exit_code::resources) f.reject("code", "is not a start barrier's verdict");
   return abort;
 }
 
@@ -346,7 +413,16 @@ Result<Message> parse_message(std::string_view line, Sender from) {
   if (!allowed_from(*message, from)) {
     return make_error(protocol_violation, "a '" + name + "' message from a " + (from == Sender::task ? "task" : "coordinator"));
   }
-  if (fields.problem) return make_error(protocol_violation, "a bad '" + name + "' message: " + *fields.problem);
+  if (fields.problem) {
+    // A peer of another version whose first message we cannot read: its version says why.
+    auto protocol = object.find("protocol");
+    if ((name == "challenge" || name == "hello") && protocol != object.end() && protocol->is_number_integer() &&
+        *protocol != protocol_version) {
+      return make_error(protocol_violation, "a '" + name + "' of control protocol " + protocol->dump() + " (this tfboot speaks " +
+                                                std::to_string(protocol_version) + ") that it cannot read: " + *fields.problem);
+    }
+    return make_error(protocol_violation, "a bad '" + name + "' message: " + *fields.problem);
+  }
   return *message;
 }
 

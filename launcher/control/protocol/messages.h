@@ -2,9 +2,9 @@
 // parser. Pure; the handshake, barrier and watches build on these (control/protocol/protocol.h lists all).
 //
 // One message is one line of compact JSON, {"type":"hello",...}. A connection goes:
-//   coordinator: challenge{job, nonce, secret}   (first, so a task learns early that it is misconfigured)
+//   coordinator: challenge{job, nonce, secret, protocol, tfboot}   (first, so a task learns early that it is misconfigured)
 //   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof,
-//                      table, started_ms_ago}
+//                      table, started_ms_ago, protocol, tfboot, [processes, preflight, wall_ms]}
 //   coordinator: accepted{proof, progress} | refused{reason}
 //   coordinator: waiting{progress} every heartbeat until start{tasks, ...} | abort{code, message}
 //                (with names verified, the coordinator resolves every name between the two)
@@ -25,6 +25,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "control/protocol/preflight.h"
 #include "fingerprint/fingerprint.h"
 #include "plan/cluster.h"
 
@@ -64,6 +65,16 @@ class FrameReader {
   std::size_t scanned_ = 0;  // bytes from start_ known to hold no '\n'
 };
 
+// The control channel's version, in the challenge and the hello beside tfboot's own version
+// (CHANGELOG.md lists it per release). Every task of a job must speak the same one; a challenge or
+// hello without it is protocol 1 (tfboot 0.1.0 up to the version that added it). A later protocol
+// keeps the challenge's and the hello's fields, so that each side can still read the other's version.
+inline constexpr int protocol_version = 2;
+inline constexpr int unversioned_protocol = 1;
+inline constexpr std::size_t max_tfboot_version = 64;
+// Processes one node may say it runs: far above any node's GPUs or cores.
+inline constexpr std::int64_t max_processes_per_node = 1 << 20;
+
 struct BarrierProgress {
   int present = 0;
   int total = 0;
@@ -74,6 +85,8 @@ struct Challenge {
   std::string job;
   std::string nonce;
   bool secret = false;  // the coordinator requires the shared secret
+  int protocol = protocol_version;
+  std::string tfboot;  // the coordinator's tfboot version; "" when it does not say
 };
 struct Hello {
   std::string job;
@@ -89,6 +102,14 @@ struct Hello {
   bool table = false;  // wants every task's addresses with the start (--address ip)
   // How long this tfboot has run: its pod's DNS record may lag the pod's start, not this hello.
   std::int64_t started_ms_ago = 0;
+  int protocol = protocol_version;
+  std::string tfboot;  // this tfboot's version; "" when it does not say
+  // PyTorch and JAX: the processes this node runs (--nproc-per-node resolved); 0 for TensorFlow.
+  int processes = 0;
+  // --preflight (docs/preflight.md): what the task found on its node, and its wall clock (Unix ms)
+  // when it sent this hello, which the coordinator compares with its own.
+  std::optional<NodeFigures> preflight;
+  std::optional<std::int64_t> wall_ms;
 };
 // Hello::started_ms_ago for a tfboot started at `started`: at most what the wire carries (24.8
 // days), which a job restarting in place after weeks reaches.
@@ -130,9 +151,11 @@ struct Start {
   int restarts = 0;
   int max_restarts = 0;
   bool stop_together = false;
+  // --preflight passed: each task's clock offset from the coordinator's in cluster order, in ms.
+  std::optional<std::vector<std::int64_t>> clock_offsets_ms;
 };
 struct Abort {
-  int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved
+  int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved, preflight_refused
   std::string message;
 };
 // `abort` as a task accepts it: a message longer than the wire carries is cut, saying that the

@@ -63,13 +63,18 @@ JobDecision JobMonitor::on_message(const JobMember& from, const Message& message
   it->second.last_heard = now;
   if (const Preempt* stop = std::get_if<Preempt>(&message)) return preempt(from, stop->signal);
   const Exit* exit = std::get_if<Exit>(&message);
-  if (!exit || it->second.exited) return {};
+  if (!exit) return {};
+  return on_task_exit(from, exit->status, exit->detail);
+}
+
+JobDecision JobMonitor::on_task_exit(const JobMember& task, int status, const std::string& detail, bool restartable) {
+  auto it = tasks_.find(task);
+  if (it == tasks_.end() || it->second.exited) return {};
   it->second.exited = true;
   if (it->second.supervised) --running_;
   // A task other than the coordinator finishing is normal (an evaluator, a worker done early).
-  if (exit->status == 0) return own_done_ ? done_if_every_task_is() : JobDecision{};
-  return fail(from, exit->status, from.text() + " failed with " + describe_status(exit->status) +
-                                      (exit->detail.empty() ? "" : ": " + exit->detail));
+  if (status == 0) return own_done_ ? done_if_every_task_is() : JobDecision{};
+  return fail(task, status, task.text() + " failed with " + describe_status(status) + (detail.empty() ? "" : ": " + detail), restartable);
 }
 
 JobDecision JobMonitor::on_closed(const JobMember& from, const std::string& why, Instant) {

@@ -50,6 +50,9 @@ class JobMonitor {
   JobMonitor(JobMember self, const std::vector<Watched>& tasks, std::chrono::milliseconds silent_after, Instant now,
              JobRules rules = {});
   JobDecision on_message(const JobMember& from, const Message& message, Instant now);
+  // A task's command ended with `status`. `restartable`: false when that task's tfboot ends
+  // whatever the job decides (asked to stop), so its failure stops the job rather than restart it.
+  JobDecision on_task_exit(const JobMember& task, int status, const std::string& detail, bool restartable = true);
   JobDecision on_closed(const JobMember& from, const std::string& why, Instant now);
   JobDecision on_tick(Instant now);
   // `restartable`: false when the coordinator's tfboot ends anyway (asked to stop): no restart

@@ -100,7 +100,7 @@ Result<ClusterSpec> task_counts(const PodInfo& pod, TaskType type, const Setting
 // its own (copied from another pod, or a volume of another pod mounted). POD_NAME does not count:
 // a Job's pod name carries a random suffix (bert-worker-1-0-x7k2p).
 Result<void> check_own_hostname(const PlatformInputs& in, const std::string& own_host, const std::string& described_as) {
-  const Hostname hostname = choose_hostname(in.options, Environment{}, in.facts.system_hostname);
+  const Hostname hostname = choose_hostname(in.parsed.identity_flags.hostname, Environment{}, in.facts.system_hostname);
   if (hostname.name.empty() || platform::first_label(hostname.name) == own_host) return {};
   return usage_error(described_as + ", but its hostname is '" + hostname.name + "' (from " + hostname.source + ")");
 }
@@ -153,7 +153,7 @@ Result<std::optional<PlatformJob>> job_from_jobset(const PlatformInputs& in) {
   if (auto own = check_own_hostname(in, own_host, described_as); !own) return std::unexpected(own.error());
 
   // The controller's subdomain is the headless Service the kubelet names in /etc/hosts.
-  auto suffix = choose_dns_suffix(in.options, in.env, in.facts.hosts_file, parse_resolv_conf(in.facts.resolv_conf),
+  auto suffix = choose_dns_suffix(in.parsed.service, in.env, in.facts.hosts_file, parse_resolv_conf(in.facts.resolv_conf),
                                   {in.hostname.name, in.facts.system_hostname});
   if (!suffix) return std::unexpected(suffix.error());
   const PortSpec& ports = in.parsed.ports;

@@ -145,13 +145,13 @@ Result<std::optional<PlatformJob>> job_from_kubeflow(const PlatformInputs& in) {
   if (!torch) return std::unexpected(torch.error());
   auto jax = *torch ? Result<std::optional<NodeVariables>>{std::optional<NodeVariables>{}} : jax_variables(in.env);
   if (!jax) return std::unexpected(jax.error());
-  const bool pytorch_asked = in.options.framework_given && in.options.framework == Framework::pytorch;
+  const bool pytorch_asked = in.parsed.framework == Framework::pytorch;
   auto plain = *torch || *jax || !pytorch_asked ? Result<std::optional<NodeVariables>>{std::optional<NodeVariables>{}}
                                                 : pytorchjob_variables(in.env);
   if (!plain) return std::unexpected(plain.error());
   const std::optional<NodeVariables>& found = *torch ? *torch : *jax ? *jax : *plain;
   if (!found) return std::optional<PlatformJob>{};
-  auto job = nodes_from_master(*found, in.parsed.ports, in.options.port.source != "default");
+  auto job = nodes_from_master(*found, in.parsed.ports, in.parsed.port_given);
   if (!job) return std::unexpected(job.error());
   return std::optional<PlatformJob>{std::move(*job)};
 }

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cli/options.h"
 #include "plan/cluster.h"
 #include "plan/host_facts.h"
 #include "plan/identity.h"
@@ -33,8 +32,7 @@ struct PlatformJob {
 };
 
 struct PlatformInputs {
-  const Options& options;
-  const PlanInputs& parsed;  // --port, --task-type and --task-index, parsed
+  const PlanInputs& parsed;  // --port, the identity flags and --framework, parsed
   const Environment& env;
   const HostFacts& facts;
   const Hostname& hostname;

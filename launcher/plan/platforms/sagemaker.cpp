@@ -90,7 +90,7 @@ Result<std::vector<std::string>> check_hostname(const PlatformInputs& in, const 
   if (label == current_host || in.hostname.name.empty()) return std::vector<std::string>{};
   const std::string says = "SageMaker: " + where + " says this is current_host '" + current_host + "', but hostname '" +
                            in.hostname.name + "' (from " + in.hostname.source + ")";
-  if (in.options.hostname || platform::env_setting(in.env, "POD_NAME")) {
+  if (in.parsed.identity_flags.hostname || platform::env_setting(in.env, "POD_NAME")) {
     return usage_error(says + " says otherwise (a copy of the file left in the image? remove it, or give --cluster)");
   }
   if (std::ranges::find(hosts, label) != hosts.end()) return usage_error(says + " is another of its hosts");
@@ -134,11 +134,11 @@ Result<std::optional<PlatformJob>> job_from_sagemaker(const PlatformInputs& in) 
   }
 
   const PortSpec& ports = in.parsed.ports;
-  auto peers = platform::peers_from_ordinals(*hosts, std::vector<int>(hosts->size(), 0), ports, in.options.chief_at_ordinal_0,
+  auto peers = platform::peers_from_ordinals(*hosts, std::vector<int>(hosts->size(), 0), ports, in.parsed.identity_flags.chief_at_ordinal_0,
                                              "SageMaker");
   if (!peers) return std::unexpected(peers.error());
   const auto position = std::ranges::find(*hosts, own) - hosts->begin();
-  Identity identity = identity_from_ordinal(TaskType::worker, static_cast<int>(position), in.options.chief_at_ordinal_0, source);
+  Identity identity = identity_from_ordinal(TaskType::worker, static_cast<int>(position), in.parsed.identity_flags.chief_at_ordinal_0, source);
   PlatformJob job{"SageMaker", identity, std::move(*peers), std::nullopt};
   job.warnings = std::move(*warnings);
   return std::optional<PlatformJob>{std::move(job)};

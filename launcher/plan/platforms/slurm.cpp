@@ -120,6 +120,11 @@ Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in) {
   if (!tasks_per_node) return std::unexpected(tasks_per_node.error());
   auto task_count = parse_index(task_count_setting->value);
   if (!task_count || *task_count == 0) return usage_error(quoted(*task_count_setting) + " is not a positive integer");
+  // Before the tasks are placed one by one: counts per node within their own limit can still
+  // add up to billions.
+  if (static_cast<std::size_t>(*task_count) > max_slurm_hosts) {
+    return usage_error(quoted(*task_count_setting) + " is more than " + std::to_string(max_slurm_hosts) + " tasks");
+  }
   if (tasks_per_node->size() != hosts->size()) {
     return usage_error(quoted(*tasks_setting) + " places tasks on " + std::to_string(tasks_per_node->size()) + " nodes, but " +
                        quoted(*nodelist) + " names " + std::to_string(hosts->size()));
@@ -149,9 +154,9 @@ Result<std::optional<PlatformJob>> job_from_slurm(const PlatformInputs& in) {
     port_offsets.push_back(place.local);
   }
   const PortSpec& ports = in.parsed.ports;
-  auto peers = platform::peers_from_ordinals(task_hosts, port_offsets, ports, in.options.chief_at_ordinal_0, "Slurm");
+  auto peers = platform::peers_from_ordinals(task_hosts, port_offsets, ports, in.parsed.identity_flags.chief_at_ordinal_0, "Slurm");
   if (!peers) return std::unexpected(peers.error());
-  Identity identity = identity_from_ordinal(TaskType::worker, *rank, in.options.chief_at_ordinal_0, "Slurm (SLURM_PROCID)");
+  Identity identity = identity_from_ordinal(TaskType::worker, *rank, in.parsed.identity_flags.chief_at_ordinal_0, "Slurm (SLURM_PROCID)");
   return std::optional<PlatformJob>{PlatformJob{"Slurm", identity, std::move(*peers), std::nullopt}};
 }
 

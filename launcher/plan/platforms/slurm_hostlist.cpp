@@ -40,10 +40,23 @@ std::string zero_padded(std::uint64_t number, std::size_t width) {
   return text;
 }
 
-// What one bracket stands for: "07-08,11" gives 07, 08, 11. Each range is padded to the width of
-// its first number, as Slurm writes them.
-Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const Setting& setting) {
-  std::vector<std::string> numbers;
+// A range of one bracket, kept as its ends until the whole list is counted: "07-08" is 7..8 of
+// width 2. Expanding first would cost megabytes per "[0-99999]" before the count refuses them.
+struct NumberRange {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  std::size_t width = 0;  // the first number's digits: the zero padding of every number in it
+  std::uint64_t count() const { return last - first + 1; }
+};
+
+// What one bracket stands for, and how many numbers that is: "07-08,11" gives 07, 08, 11.
+struct Bracket {
+  std::vector<NumberRange> ranges;
+  std::size_t count = 0;  // at most max_slurm_hosts
+};
+
+Result<Bracket> parse_bracket(std::string_view inside, const Setting& setting) {
+  Bracket bracket;
   for (std::string_view range : split(inside, ',')) {
     std::size_t dash = range.find('-');
     std::string_view first_text = range.substr(0, dash);
@@ -56,10 +69,19 @@ Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const 
     }
     if (*last < *first) return usage_error(quoted(setting) + ": range '" + std::string(range) + "' runs backwards");
     if (first_text.size() > max_host_name_length || last_text.size() > max_host_name_length) return too_long(setting);
-    if (*last - *first >= max_slurm_hosts - numbers.size()) return too_many(setting, "hosts");
-    for (std::uint64_t offset = 0; offset <= *last - *first; ++offset) {
-      numbers.push_back(zero_padded(*first + offset, first_text.size()));
-    }
+    if (*last - *first >= max_slurm_hosts - bracket.count) return too_many(setting, "hosts");
+    bracket.ranges.push_back(NumberRange{*first, *last, first_text.size()});
+    bracket.count += static_cast<std::size_t>(*last - *first + 1);
+  }
+  return bracket;
+}
+
+// The bracket's numbers as text, once the list is known to fit.
+std::vector<std::string> bracket_numbers(const Bracket& bracket) {
+  std::vector<std::string> numbers;
+  numbers.reserve(bracket.count);
+  for (const NumberRange& range : bracket.ranges) {
+    for (std::uint64_t offset = 0; offset < range.count(); ++offset) numbers.push_back(zero_padded(range.first + offset, range.width));
   }
   return numbers;
 }
@@ -67,7 +89,7 @@ Result<std::vector<std::string>> bracket_numbers(std::string_view inside, const 
 // One name cut at its brackets: texts[i] comes before bracket i, texts.back() ends the name.
 struct BracketedName {
   std::vector<std::string_view> texts;
-  std::vector<std::vector<std::string>> numbers;  // one list per bracket
+  std::vector<Bracket> brackets;
 };
 
 Result<BracketedName> parse_name(std::string_view name, const Setting& setting) {
@@ -82,14 +104,14 @@ Result<BracketedName> parse_name(std::string_view name, const Setting& setting) 
     if (close == std::string_view::npos) return usage_error(quoted(setting) + ": '[' without ']'");
     std::string_view inside = name.substr(open + 1, close - open - 1);
     if (inside.find('[') != std::string_view::npos) return usage_error(quoted(setting) + ": '[' inside brackets");
-    auto numbers = bracket_numbers(inside, setting);
-    if (!numbers) return std::unexpected(numbers.error());
-    parsed.numbers.push_back(std::move(*numbers));
+    auto bracket = parse_bracket(inside, setting);
+    if (!bracket) return std::unexpected(bracket.error());
+    parsed.brackets.push_back(std::move(*bracket));
     i = close + 1;
   }
-  // libslurm ends a bracketed name at its last bracket ("gpu[1-2]-ib" is an invalid hostlist there),
+// libslurm ends a bracketed name at its last bracket ("gpu[1-2]-ib" is an invalid hostlist there),
   // and Slurm only ever compresses a name's trailing number.
-  if (!parsed.numbers.empty() && !parsed.texts.back().empty()) {
+  if (!parsed.brackets.empty() && !parsed.texts.back().empty()) {
     return usage_error(quoted(setting) + ": '" + std::string(name) + "' goes on after its last ']', which Slurm's lists never do");
   }
   return parsed;
@@ -103,14 +125,17 @@ Result<BracketedName> parse_name(std::string_view name, const Setting& setting) 
 Result<void> expand_name(std::string_view name, const Setting& setting, std::vector<std::string>& hosts) {
   auto parsed = parse_name(name, setting);
   if (!parsed) return std::unexpected(parsed.error());
-  const auto& numbers = parsed->numbers;
-  const std::size_t brackets = numbers.size();
+  // Counted before anything is expanded: the brackets' numbers together are at most the hosts
+  // they make plus one per bracket, so what is expanded next is bounded by the limit.
   std::size_t count = 1;
-  for (const auto& bracket : numbers) {
-    if (count > (max_slurm_hosts - hosts.size()) / bracket.size()) return too_many(setting, "hosts");
-    count *= bracket.size();
+  for (const Bracket& bracket : parsed->brackets) {
+    if (count > (max_slurm_hosts - hosts.size()) / bracket.count) return too_many(setting, "hosts");
+    count *= bracket.count;
   }
   if (count > max_slurm_hosts - hosts.size()) return too_many(setting, "hosts");
+  std::vector<std::vector<std::string>> numbers;
+  for (const Bracket& bracket : parsed->brackets) numbers.push_back(bracket_numbers(bracket));
+  const std::size_t brackets = numbers.size();
 
   // An odometer over the brackets' values, advanced in libslurm's order: the last bracket first,
   // then the first, the second, ... up to the one before the last.

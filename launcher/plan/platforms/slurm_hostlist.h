@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "base/error.h"
-#include "cli/options.h"
+#include "base/choices.h"
+#include "base/setting.h"
 #include "plan/cluster.h"
 
 namespace tfboot {

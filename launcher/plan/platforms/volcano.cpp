@@ -99,12 +99,12 @@ Result<OwnTask> own_task(const PlatformInputs& in, const std::array<std::optiona
     auto found = std::ranges::find_if(list->hosts, [&](const std::string& host) { return first_label(host) == own; });
     if (found == list->hosts.end()) continue;
     if (flagged && *flagged != type) {
-      return usage_error("Volcano: " + quoted(*in.options.task_type) + " contradicts " +
+      return usage_error("Volcano: " + quoted(*in.parsed.identity_flags.task_type) + " contradicts " +
                          list->source + ", which lists " + hostname_text);
     }
     return OwnTask{type, static_cast<int>(found - list->hosts.begin()), hostname_text + " in " + list->source};
   }
-  if (flagged) return OwnTask{*flagged, std::nullopt, in.options.task_type->source};
+  if (flagged) return OwnTask{*flagged, std::nullopt, in.parsed.identity_flags.task_type->source};
   if (auto parts = split_hostname(in.hostname.name); parts && parts->type && lists[static_cast<std::size_t>(*parts->type)]) {
     return OwnTask{*parts->type, std::nullopt, hostname_text};
   }

@@ -1,6 +1,6 @@
-// What this task's start has shown so far, as Prometheus, /readyz and /status read it
-// (docs/observing.md): the record, its renderings (pure), and the process's one record, written by
-// the flow and read by the metrics server's thread.
+// What this task's start has shown so far (docs/observing.md): the record, and the process's one
+// record, written by the flow through the hook-ins below and read by the metrics server's thread.
+// Its renderings are prometheus.h (/metrics) and status.h (/status).
 #pragma once
 
 #include <array>
@@ -12,7 +12,6 @@
 #include <string_view>
 #include <vector>
 
-#include "base/clock.h"
 #include "dns/wait.h"
 
 namespace tfboot::observe {
@@ -28,10 +27,14 @@ enum class Phase {
 inline constexpr std::size_t phase_count = 5;
 std::string_view phase_name(Phase phase);
 
-// The job's decisions as this task hears them (docs/supervision.md: Job supervision, Restarts and preemption).
+// The job's decisions as this task hears them (docs/supervision.md: Job supervision).
 enum class StopEvent { job_done, peer_failed, coordinator_lost, restart, preempted };
 inline constexpr std::size_t stop_event_count = 5;
 std::string_view stop_event_name(StopEvent event);
+
+// Every outcome a lookup is counted under in StartRecord::dns_lookups.
+inline constexpr std::string_view lookup_outcomes[] = {"resolved", "nxdomain", "no_address_records", "timeout", "servfail",
+                                                       "refused",  "connection_refused", "other"};
 
 // One task of the job as the coordinator's barrier sees it, for /status.
 struct TaskPresence {
@@ -50,7 +53,7 @@ struct StartRecord {
   double started_at = 0;  // Unix seconds
   std::array<std::optional<double>, phase_count> phase_seconds{};
   std::optional<double> seconds_to_command;
-  std::map<std::string, std::uint64_t, std::less<>> dns_lookups;  // by outcome: resolved, nxdomain, timeout, ...
+  std::map<std::string, std::uint64_t, std::less<>> dns_lookups;  // by outcome (lookup_outcomes)
   std::uint64_t dns_retries = 0;
   bool coordinator = false;
   std::size_t tasks_expected = 0;
@@ -64,12 +67,12 @@ struct StartRecord {
   std::optional<int> exit_status;   // what tfboot exits with, once supervision ended
   std::array<std::uint64_t, stop_event_count> stop_events{};
   std::string end_message;  // the supervision's closing reason, for the termination message
+  // --preflight (docs/preflight.md): this task's checks' time and the job's verdict, once known.
+  std::optional<double> preflight_seconds;
+  std::optional<bool> preflight_passed;
+  std::string preflight_refusal;  // the verdict's one line when refused
 };
 
-// Prometheus' text exposition format (version 0.0.4).
-std::string render_metrics(const StartRecord& record);
-// The coordinator's /status: the job's tasks, present or missing, with their host and last error.
-std::string render_status(const StartRecord& record);
 // /readyz: the command has started, after the barrier where there is one.
 bool is_ready(const StartRecord& record);
 
@@ -78,41 +81,11 @@ bool is_ready(const StartRecord& record);
 void update(const std::function<void(StartRecord&)>& change);
 StartRecord snapshot();
 
-// The hook-ins the flow calls, each one line there.
+// The hook-ins the flow calls, each one line there (the phases' times: phase_clock.h).
 void phase_ended(Phase phase, double seconds);
 void count_failed_lookup(LookupReason reason);
 // After a wait: one resolved lookup per resolved name; every try past a name's first a retry.
 void count_lookups(const std::vector<NameStatus>& names);
 void count_stop_event(StopEvent event);
-
-// Marks the phases off one after another: each ends() measures from the previous mark.
-class PhaseClock {
- public:
-  explicit PhaseClock(Instant started) : started_(started), last_(started) {}
-  void ended(Phase phase);
-  // The command is about to start: the time since tfboot started (or the job restarted).
-  void command_starts();
-  // The job restarts in place: the barrier, the files and the time to the command are measured
-  // anew from here; the plan and the DNS wait are not done again.
-  void restarted();
-
- private:
-  Instant started_;
-  Instant last_;
-};
-
-// Times one phase from its construction to its end (the coordinator's name check, on a thread
-// of its own).
-class PhaseTimer {
- public:
-  explicit PhaseTimer(Phase phase) : phase_(phase), began_(SteadyClock::now()) {}
-  ~PhaseTimer() { phase_ended(phase_, std::chrono::duration<double>(SteadyClock::now() - began_).count()); }
-  PhaseTimer(const PhaseTimer&) = delete;
-  PhaseTimer& operator=(const PhaseTimer&) = delete;
-
- private:
-  Phase phase_;
-  Instant began_;
-};
 
 }  // namespace tfboot::observe

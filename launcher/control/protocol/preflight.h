@@ -1,0 +1,47 @@
+// The quick preflight's verdict, pure (docs/preflight.md): each task's figures (what its hello said
+// about its node, the clock offset the coordinator measured at its hello) in, the tasks that
+// cannot run the job out, each named with its host and what is wrong, in one line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan/cluster.h"
+
+namespace tfboot {
+
+// What a task found on its own node, said in its hello.
+struct NodeFigures {
+  std::string log_root;   // the directory written to: the log root, or its nearest existing parent
+  std::string problem;    // "" when a small file was written, fsynced and removed
+  std::int64_t free_mib = 0;
+  double write_ms = 0;    // the write, fsync and removal
+  friend bool operator==(const NodeFigures&, const NodeFigures&) = default;
+};
+
+struct PreflightBounds {
+  std::int64_t max_clock_offset_ms = 2000;  // from the coordinator's wall clock
+  std::int64_t min_free_mib = 64;           // in the log root
+};
+
+struct TaskPreflight {
+  std::string task;  // "worker:3"
+  std::string type;  // "worker": accelerators are compared within a type (a CPU-only ps is no mismatch)
+  std::string host;
+  std::optional<NodeFigures> node;            // nullopt: the task said nothing (its --preflight is off)
+  std::optional<std::int64_t> clock_offset_ms;  // nullopt: its hello carried no clock
+  int accelerators = 0;                         // the GPUs its fingerprint counts
+};
+
+struct PreflightVerdict {
+  std::vector<std::string> refusals;  // "worker:3 (host 'h'): log root /logs not writable: ..."
+  bool passed() const { return refusals.empty(); }
+};
+
+PreflightVerdict judge_preflight(const std::vector<TaskPreflight>& tasks, const PreflightBounds& bounds);
+// "preflight refused the start: <refusal>; <refusal>" (the first few, then "and N more").
+std::string preflight_refusal_message(const PreflightVerdict& verdict);
+
+}  // namespace tfboot

@@ -1,0 +1,111 @@
+// The preflight step: the log root's write, fsync and free room; the figures in the log and startup.json.
+#include "flow/preflight.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "base/unique_fd.h"
+
+namespace tfboot {
+namespace {
+
+// The log root if it is a directory, else its nearest existing parent ("" when none is).
+std::string nearest_directory(std::string path) {
+  while (!path.empty()) {
+    struct stat status{};
+    if (::stat(path.c_str(), &status) == 0) return S_ISDIR(status.st_mode) ? path : "";
+    const auto slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return "";
+}
+
+// A write the size of a few log lines: enough to find a full or read-only file system.
+constexpr std::size_t probe_bytes = 4096;
+
+std::string write_probe(const std::string& directory) {
+  // A fresh random name (O_EXCL): tasks that share a log root, each PID 1 of its container, and a
+  // probe left by a killed tfboot never stand in each other's way.
+  std::string path = directory + (directory.ends_with('/') ? "" : "/") + ".tfboot-preflight.XXXXXX";
+  UniqueFd fd(::mkostemp(path.data(), O_CLOEXEC));
+  if (!fd) return std::strerror(errno);
+  const std::string bytes(probe_bytes, '\n');
+  std::string problem;
+  const ssize_t written = ::write(fd.get(), bytes.data(), bytes.size());
+  if (written < 0) problem = std::strerror(errno);
+  else if (static_cast<std::size_t>(written) != bytes.size()) problem = "a short write";
+  else if (::fsync(fd.get()) != 0) problem = std::strerror(errno);
+  fd.reset();
+  ::unlink(path.c_str());  // nothing left behind, whatever happened
+  return problem;
+}
+
+}  // namespace
+
+NodeFigures check_log_root(const std::string& log_root) {
+  const auto began = std::chrono::steady_clock::now();
+  NodeFigures figures;
+  figures.log_root = nearest_directory(log_root);
+  if (figures.log_root.empty()) {
+    figures.log_root = log_root;
+    figures.problem = "neither it nor a parent is a directory";
+    return figures;
+  }
+  figures.problem = write_probe(figures.log_root);
+  struct statvfs room{};
+  if (::statvfs(figures.log_root.c_str(), &room) == 0) {
+    figures.free_mib = static_cast<std::int64_t>(room.f_bavail) * static_cast<std::int64_t>(room.f_frsize) / (1024 * 1024);
+  }
+  figures.write_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+  return figures;
+}
+
+PreflightRecord check_this_node(const Options& options, const Fingerprint& own) {
+  const auto began = std::chrono::steady_clock::now();
+  PreflightRecord record;
+  record.node = check_log_root(options.log_root ? options.log_root->value : "/logs");
+  record.accelerators = accelerator_count(own);
+  record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return record;
+}
+
+Result<void> judge_alone(const PreflightRecord& record, const std::string& task, const std::string& host) {
+  const std::string type = task.substr(0, task.find(':'));
+  const PreflightVerdict verdict = judge_preflight({{task, type, host, record.node, std::nullopt, record.accelerators}}, PreflightBounds{});
+  if (verdict.passed()) return {};
+  return make_error(exit_code::preflight_refused, preflight_refusal_message(verdict));
+}
+
+std::string preflight_json(const PreflightRecord& record) {
+  nlohmann::ordered_json out;
+  out["level"] = "quick";
+  out["verdict"] = "passed";  // a refused start writes no startup.json
+  out["seconds"] = record.seconds;
+  out["log_root"] = {{"path", record.node.log_root}, {"writable", record.node.problem.empty()},
+                     {"write_ms", record.node.write_ms}, {"free_mib", record.node.free_mib}};
+  out["accelerators"] = record.accelerators;
+  out["clock_offset_ms"] = record.clock_offset_ms ? nlohmann::ordered_json(*record.clock_offset_ms) : nlohmann::ordered_json();
+  const PreflightBounds bounds;
+  out["bounds"] = {{"max_clock_offset_ms", bounds.max_clock_offset_ms}, {"min_free_mib", bounds.min_free_mib}};
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void log_preflight(const PreflightRecord& record) {
+  log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free), {} accelerators, clock {}", record.node.log_root,
+            record.node.write_ms, record.node.free_mib, record.accelerators,
+            record.clock_offset_ms ? std::to_string(*record.clock_offset_ms) + " ms off the coordinator's" : "not compared (no coordinator)");
+}
+
+}  // namespace tfboot

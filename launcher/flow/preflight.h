@@ -1,0 +1,39 @@
+// The preflight step of the flow (docs/preflight.md): this task's look at its node (can the log
+// root take a write, and how much room is there), the verdict of a task alone, and startup.json's
+// "preflight" object. Effectful; the job's verdict is control/protocol/preflight.h's, at the barrier.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/error.h"
+#include "cli/options.h"
+#include "control/protocol/preflight.h"
+#include "fingerprint/fingerprint.h"
+
+namespace tfboot {
+
+// Writes a small file into `log_root` (or, when it does not exist yet, into its nearest existing
+// parent, where tfboot would create it), fsyncs and removes it; the free room of that file system.
+// Never fails: what went wrong is NodeFigures::problem ("No space left on device").
+NodeFigures check_log_root(const std::string& log_root);
+
+// What this task's preflight found, for the log, startup.json and /status.
+struct PreflightRecord {
+  NodeFigures node;
+  int accelerators = 0;
+  std::optional<std::int64_t> clock_offset_ms;  // as the coordinator measured it; none for a task alone
+  double seconds = 0;                           // this task's checks
+};
+
+// This task's checks: the log root (--log-root, /logs by default) and the GPUs its fingerprint counts.
+PreflightRecord check_this_node(const Options& options, const Fingerprint& own);
+// A task without the control channel judges itself: exit 8 naming what is wrong.
+Result<void> judge_alone(const PreflightRecord& record, const std::string& task, const std::string& host);
+// startup.json's "preflight": the level, each check's figure for this task, the job's verdict.
+std::string preflight_json(const PreflightRecord& record);
+// One log line with the figures.
+void log_preflight(const PreflightRecord& record);
+
+}  // namespace tfboot

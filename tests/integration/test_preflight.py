@@ -1,0 +1,190 @@
+"""--preflight quick across pods (docs/preflight.md): the job starts when every node is healthy,
+and a node that cannot run it (a full log root, other accelerators, a clock off) is named in one
+line while every task exits 8 and nothing is run or written.
+
+Pods are network namespaces with a real dnsmasq (tests/harness), as in test_supervision.py. A
+pod's GPUs are faked by bind-mounting a directory over /proc/driver in its mount namespace (what
+the fingerprint reads: /proc/driver/nvidia/gpus/*/information); tfboot then runs as a child
+subreaper, not PID 1, since a pod run as PID 1 mounts a fresh /proc over it.
+"""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.exit_codes import PREFLIGHT_REFUSED
+from harness.processes import communicate_all
+
+pytestmark = pytest.mark.root  # namespace pods, a tmpfs mount
+
+
+def job_pods(net, count):
+    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
+    for pod in pods:
+        net.publish(pod)
+    return pods
+
+
+def start(net, tfboot, pod, log_root, count, extra_env=None, command=("true",), **run):
+    env = {"TFBOOT_CLUSTER": f"worker={count}", "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
+           "TFBOOT_START_TIMEOUT": "30s", "TFBOOT_STOP_GRACE": "5s", "TFBOOT_PREFLIGHT": "quick"}
+    env.update(extra_env or {})
+    return net.run(pod, [tfboot, "--", *command], env=env, **run)
+
+
+def fake_gpus(directory, count):
+    """A /proc/driver with `count` NVIDIA GPUs, as the driver lists them."""
+    for index in range(count):
+        gpu = directory / "nvidia" / "gpus" / f"0000:0{index}:00.0"
+        gpu.mkdir(parents=True)
+        (gpu / "information").write_text("Model: \t\t Tesla T4\nIRQ:   \t\t 42\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    return str(directory)
+
+
+def error_lines(err):
+    return [line for line in err.splitlines() if " error " in line]
+
+
+def assert_refused_everywhere(results, expected):
+    assert [code for code, _, _ in results] == [PREFLIGHT_REFUSED] * len(results), [err for _, _, err in results]
+    for _, _, err in results:
+        errors = error_lines(err)
+        assert len(errors) == 1, err
+        assert expected in errors[0], errors[0]
+
+
+def test_healthy_nodes_start_and_startup_json_records_the_check(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    logs = tmp_path / "logs"
+    # The three tasks share a log root and are each PID 1; a probe that a killed tfboot (PID 1 too)
+    # left behind stands in nobody's way.
+    stale = tmp_path / ".tfboot-preflight.1"
+    stale.write_text("left by a tfboot killed during its check\n")
+    started = time.monotonic()
+    procs = [start(net, tfboot, pod, logs, 3) for pod in pods]
+    results = communicate_all(procs, 60)
+    assert [code for code, _, _ in results] == [0, 0, 0], [err for _, _, err in results]
+    assert time.monotonic() - started < 20
+    for index, (_, _, err) in enumerate(results):
+        assert "preflight passed: log root " in err
+        preflight = json.loads((logs / f"worker_{index}" / "startup.json").read_text())["preflight"]
+        assert preflight["level"] == "quick"
+        assert preflight["verdict"] == "passed"
+        assert 0 <= preflight["seconds"] < 2
+        assert preflight["log_root"]["writable"] is True
+        assert preflight["log_root"]["path"] == str(tmp_path)  # logs/ is made after the check
+        assert preflight["log_root"]["free_mib"] > 64
+        assert preflight["accelerators"] == 0
+        # The pods share this machine's clock: the offset is the measurement's error.
+        assert abs(preflight["clock_offset_ms"]) < 200
+    assert list(tmp_path.glob(".tfboot-preflight*")) == [stale]
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A tiny tmpfs, filled: every write there fails with ENOSPC."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        subprocess.run(["dd", "if=/dev/zero", f"of={mount}/filler", "bs=4k"], capture_output=True)
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_log_root_is_named_and_no_task_starts(net, tfboot, tmp_path, full_tmpfs):
+    pods = job_pods(net, 3)
+    logs = tmp_path / "logs"
+    roots = [logs, logs, full_tmpfs]
+    procs = [start(net, tfboot, pod, root, 3, {"TFBOOT_TERMINATION_LOG": str(tmp_path / f"termination-{i}")},
+                   command=("sh", "-c", f"touch {tmp_path}/ran"))
+             for i, (pod, root) in enumerate(zip(pods, roots))]
+    results = communicate_all(procs, 60)
+    expected = (f"preflight refused the start: worker:2 (host 'mnist-worker-2'): log root {full_tmpfs} not writable: "
+                "No space left on device")
+    assert_refused_everywhere(results, expected)
+    assert "worker:0" not in error_lines(results[0][2])[0].split("refused the start:")[1]
+    for i in range(3):  # the pod's termination message, as kubectl describe shows it
+        assert expected in (tmp_path / f"termination-{i}").read_text()
+    assert not (tmp_path / "ran").exists()
+    assert not logs.exists()
+
+
+def test_a_task_alone_checks_its_own_log_root(tfboot, tmp_path, full_tmpfs):
+    env = {"PATH": "/usr/bin:/bin", "TFBOOT_CLUSTER": "worker=1", "TFBOOT_TASK_TYPE": "worker", "TFBOOT_TASK_INDEX": "0",
+           "TFBOOT_WAIT": "0", "TFBOOT_PREFLIGHT": "quick", "TFBOOT_LOG_ROOT": str(full_tmpfs / "logs")}
+    done = subprocess.run([tfboot, "--hostname", "mnist-worker-0", "--", "true"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == PREFLIGHT_REFUSED, done.stderr
+    assert (f"preflight refused the start: worker:0 (host 'mnist-worker-0'): log root {full_tmpfs} not writable: "
+            "No space left on device") in done.stderr
+    env["TFBOOT_LOG_ROOT"] = str(tmp_path / "logs")
+    done = subprocess.run([tfboot, "--hostname", "mnist-worker-0", "--", "true"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    preflight = json.loads((tmp_path / "logs" / "worker_0" / "startup.json").read_text())["preflight"]
+    assert preflight["verdict"] == "passed" and preflight["clock_offset_ms"] is None
+
+
+# Prints each page as one JSON string per line.
+FETCH = ("import json, sys, urllib.request\n"
+         "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+         "for url in sys.argv[1:]:\n"
+         "    print(json.dumps(opener.open(url, timeout=5).read().decode()))\n")
+
+
+def test_the_verdict_is_in_metrics_and_status(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    flag = tmp_path / "flag"
+    wait = ("sh", "-c", f"i=0; while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 2, {"TFBOOT_METRICS_PORT": "9400"}, command=wait) for pod in pods]
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "logs" / "worker_0" / "startup.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        fetched = net.exec_in_pod(pods[0], [sys.executable, "-c", FETCH, "http://127.0.0.1:9400/metrics",
+                                            "http://127.0.0.1:9400/status"], timeout=30, check=True).stdout.splitlines()
+    finally:
+        flag.touch()
+    metrics, status = (json.loads(page) for page in fetched)
+    assert "\ntfboot_preflight_passed 1\n" in metrics
+    assert "tfboot_preflight_seconds " in metrics
+    assert json.loads(status)["preflight"]["passed"] is True
+    results = communicate_all(procs, 60)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+
+
+def test_a_node_that_sees_other_accelerators_is_named(net, tfboot, tmp_path):
+    pods = job_pods(net, 3)
+    drivers = [fake_gpus(tmp_path / f"driver-{i}", count) for i, count in enumerate([2, 2, 1])]
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 3, pid1=False, extra_mounts=[(driver, "/proc/driver")])
+             for pod, driver in zip(pods, drivers)]
+    results = communicate_all(procs, 60)
+    assert_refused_everywhere(
+        results, "preflight refused the start: worker:2 (host 'mnist-worker-2'): sees 1 accelerators, "
+                 "the other worker tasks 2 (most of them)")
+
+
+def test_a_clock_off_the_coordinators_is_named(net, tfboot, tmp_path):
+    """TFBOOT_TEST_CLOCK_OFFSET_MS (tests only) shifts the wall clock that worker:1's hello reports."""
+    pods = job_pods(net, 2)
+    skews = [{}, {"TFBOOT_TEST_CLOCK_OFFSET_MS": "-5000"}]
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 2, skew) for pod, skew in zip(pods, skews)]
+    results = communicate_all(procs, 60)
+    assert_refused_everywhere(results, "preflight refused the start: worker:1 (host 'mnist-worker-1'): clock -")
+    assert "ms off the coordinator's (at most 2000 ms)" in error_lines(results[0][2])[0]
+
+
+def test_off_by_default_nothing_is_checked(net, tfboot, tmp_path):
+    pods = job_pods(net, 2)
+    procs = [net.run(pod, [tfboot, "--", "true"], env={"TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"),
+                                                         "TFBOOT_WAIT": "30s", "TFBOOT_TEST_CLOCK_OFFSET_MS": "-9000"})
+             for pod in pods]
+    results = communicate_all(procs, 60)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert "preflight" not in json.loads((tmp_path / "logs" / "worker_0" / "startup.json").read_text())

@@ -142,8 +142,9 @@ void JobMachine::task_ended(std::size_t task_id) {
   const bool rejoins = stop_requests_ == 0;
   act({.kind = SupervisorAction::Kind::report_exit, .task = task_id, .status = status, .detail = task.detail, .rejoins = rejoins});
   if (!settings_.local && awaits_verdict()) {
-    log::info("{}", status == exit_code::ok ? "this task is done; waiting for the job's outcome (the others' end, or a failure)"
-                                            : "this task failed; waiting for the job to restart or stop (--max-restarts)");
+    log::info("{}", status == exit_code::ok  ? "this task is done; waiting for the job's outcome (the others' end, or a failure)"
+                    : settings_.may_restart ? "this task failed; waiting for the job to restart or stop (--max-restarts)"
+                                            : "this task failed; waiting for the job's verdict (the job may be done already)");
   }
 }
 
@@ -318,8 +319,10 @@ bool JobMachine::awaits_verdict() const {
   if (!settings_.job_decides || verdict_ || no_verdict_ || stop_requests_ > 0) return false;
   for (std::size_t task = 0; task < tasks_.size(); ++task) {
     if (!tasks_[task].reported) return false;
-    if (task_status(task) != exit_code::ok && !settings_.may_restart) return false;
   }
+  // A failed task waits too, restarts left or not: the coordinator answers every report at once
+  // (the job's stop, a restart, or the job already done, as when a trainer fails because the
+  // coordinator it talked to has just finished); a lost link ends the wait.
   return true;
 }
 

@@ -181,14 +181,17 @@ def test_heartbeats_flow_while_the_coordinator_waits_for_its_leftovers(net, tfbo
 
 @pytest.mark.root
 def test_a_worker_that_fails_as_the_job_ends_is_part_of_its_end(net, tfboot, tmp_path):
-    # The coordinator finishes (leaving a helper that takes 2 s to go); the worker's trainer then
-    # fails at once, its peer gone. Five times: the race went either way before.
+    # The coordinator finishes (leaving a helper that takes 2 s to go); the worker's trainer fails
+    # the moment the coordinator's command is gone (the lock its shell held is released as it
+    # exits), as a trainer whose peer went away does, with no restart left. Five times: before
+    # the job's verdict reached it the worker ended on its own failure, exit 1.
     pods = job_pods(net, 2)
     for trial in range(5):
         log_root = tmp_path / f"trial-{trial}"
+        lock, locked = log_root / "lock", log_root / "locked"
         script = (f'if [ "$TFBOOT_TASK_INDEX" = 0 ]; then sh -c \'trap "sleep 2; exit 0" TERM; sleep 600 & wait\' & '
-                  f'sleep 1; touch {log_root}/done; exit 0; fi; '
-                  f'while [ ! -e {log_root}/done ]; do sleep 0.01; done; sleep 0.05; exit 1')
+                  f'exec 9>{lock}; flock 9; touch {locked}; sleep 1; exit 0; fi; '
+                  f'while [ ! -e {locked} ]; do sleep 0.01; done; flock {lock} true; exit 1')
         log_root.mkdir()
         procs = [start(net, tfboot, pod, script, log_root, "worker=2") for pod in pods]
         results = communicate_all(procs, 90)

@@ -272,6 +272,7 @@ TEST_CASE("supervise::JobMachine in a pod") {
     world.machine.on_process_exit(0, 1, "", world.now);  // its peer went away
     world.pump();
     CHECK(world.take() == Lines{"report worker:1 status 1"});
+    CHECK_FALSE(world.machine.ended());  // no restart left, and still the verdict is waited for
     world.verdict({JobEventKind::job_done, "worker:0", 0, ""});
     REQUIRE(world.machine.ended());
     CHECK(world.machine.end().exit_code == 0);
@@ -291,6 +292,24 @@ TEST_CASE("supervise::JobMachine in a pod") {
     CHECK(world.machine.ended());  // no restart left: no verdict to wait for
     CHECK(world.machine.end().exit_code == 42);
     CHECK(world.machine.end().message == "the command failed: ValueError: bad shard");
+  }
+  SUBCASE("the job's stop for this task's own failure ends it with its own status") {
+    FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
+    world.pending_verdict_from_link = true;
+    world.exit(0, 42, "ValueError: bad shard");
+    CHECK_FALSE(world.machine.ended());
+    world.verdict({JobEventKind::task_failed, "worker:1", 42, "worker:1 failed with status 42: ValueError: bad shard"});
+    REQUIRE(world.machine.ended());
+    CHECK(world.machine.end().exit_code == 42);
+    CHECK(world.machine.end().reason == EndReason::command_failed);
+  }
+  SUBCASE("a failed task whose link is lost ends with its own status") {
+    FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
+    world.pending_verdict_from_link = true;
+    world.exit(0, 42);
+    world.machine.on_no_verdict();
+    REQUIRE(world.machine.ended());
+    CHECK(world.machine.end().exit_code == 42);
   }
   SUBCASE("a stop signal is passed on, reported to the job, and no SIGKILL of ours follows") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());

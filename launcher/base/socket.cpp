@@ -100,4 +100,11 @@ short revents_of(const std::vector<pollfd>& fds, int fd) {
   return 0;
 }
 
+std::string address_of_peer(std::string_view peer) {
+  auto colon = peer.rfind(':');
+  std::string_view host = colon == std::string_view::npos ? peer : peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::string(host);
+}
+
 }  // namespace tfboot

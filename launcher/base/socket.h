@@ -46,6 +46,9 @@ struct AcceptedConnection {
 // channel").
 AcceptedConnection accept_one(int listener, std::string_view what);
 
+// "10.0.0.7" of "10.0.0.7:41234", "fd00::7" of "[fd00::7]:41234".
+std::string address_of_peer(std::string_view peer);
+
 // poll(2) until `until` (a minute at most); EINTR is a wake-up with nothing ready. Any other
 // failure is exit_code::resources, naming `what`.
 Result<void> poll_until(std::vector<pollfd>& fds, Instant until, std::string_view what);

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <variant>
 
+#include "base/socket.h"
 #include "base/text.h"
 #include "control/auth.h"
 #include "control/link.h"

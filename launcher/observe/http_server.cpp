@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <list>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -124,6 +125,7 @@ HttpServer::~HttpServer() {
 struct HttpServer::Connection {
   Socket socket;
   Instant deadline;
+  std::string source;  // the client's address
   std::string input;
   std::string output;  // the answer, once the request is read
   std::size_t sent = 0;
@@ -195,6 +197,21 @@ void HttpServer::serve() {
   }
 }
 
+// Full: room is made by fairness, not age. The address holding the most connections gives up its
+// oldest, so that a scraper from any other address always gets in, however a flood of idle
+// connections is timed; a newcomer from that address (or one tied with it) replaces its own oldest.
+void HttpServer::make_room(std::list<Connection>& connections, const std::string& source) {
+  std::map<std::string, std::size_t> held;
+  for (const Connection& connection : connections) ++held[connection.source];
+  std::string greediest = source;
+  std::size_t most = held[source];
+  for (const auto& [address, count] : held) {
+    if (count > most) greediest = address, most = count;
+  }
+  auto oldest = std::ranges::find(connections, greediest, &Connection::source);
+  connections.erase(oldest != connections.end() ? oldest : connections.begin());
+}
+
 // At most a listen backlog's worth per wake-up, so that a stream of connections cannot keep the
 // serving from the ones it has.
 void HttpServer::accept_connections(std::list<Connection>& connections, Instant now) {
@@ -204,9 +221,9 @@ void HttpServer::accept_connections(std::list<Connection>& connections, Instant 
       if (connection.failed) accept_again_ = now + accept_pause;
       return;
     }
-    // Full: the oldest connection makes room, so that a flood of idle ones cannot lock a scraper out.
-    if (connections.size() + 1 > limits_.max_connections) connections.pop_front();
-    connections.push_back(Connection{.socket = std::move(connection.socket), .deadline = now + limits_.request_time});
+    std::string source = address_of_peer(connection.peer);
+    if (connections.size() + 1 > limits_.max_connections) make_room(connections, source);
+    connections.push_back(Connection{.socket = std::move(connection.socket), .deadline = now + limits_.request_time, .source = std::move(source)});
   }
 }
 

@@ -53,7 +53,7 @@ std::string render_response(const HttpResponse& response, bool head);
 
 struct HttpLimits {
   std::size_t max_request = 4096;   // the request head; more is answered 431
-  std::size_t max_connections = 32;  // beyond this the oldest connection is closed for the new one
+  std::size_t max_connections = 32;  // beyond this the address holding the most gives up its oldest
   std::chrono::milliseconds request_time{5000};  // from accept to the answer sent: slow clients are cut
 };
 
@@ -76,6 +76,7 @@ class HttpServer {
   HttpServer(Socket listener, UniqueFd wake, HttpHandler handler, HttpLimits limits);
   void serve();
   void accept_connections(std::list<Connection>& connections, Instant now);
+  static void make_room(std::list<Connection>& connections, const std::string& source);
 
   Socket listener_;
   Instant accept_again_{};  // after a failed accept, the listener is left alone until then

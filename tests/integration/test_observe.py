@@ -555,6 +555,56 @@ FLOOD = textwrap.dedent("""
 """)
 
 
+# Fresh connections as fast as one process can open them, each kept until `keep` newer ones are
+# open, for `seconds`: a flood that is never "oldest" for long. Prints how many were made.
+FRESH_FLOOD = textwrap.dedent("""
+    import collections, socket, sys, time
+    host, port, keep, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+    opened, made, end = collections.deque(), 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            opened.append(socket.create_connection((host, port), timeout=0.5))
+            made += 1
+        except OSError:
+            time.sleep(0.01)
+        while len(opened) > keep:
+            opened.popleft().close()
+    print(made, flush=True)
+""")
+
+
+@pytest.mark.root
+def test_a_scraper_gets_answers_beside_a_flood_of_fresh_connections(net, tfboot, tmp_path):
+    # The server holds 32 connections; a stranger opening fresh ones faster than a request is read
+    # once closed the scraper's every time it was the oldest. Room is made by fairness now: the
+    # address holding the most gives up its own.
+    pod = net.add_pod("mnist-worker-0")
+    net.publish(pod)
+    stranger = net.add_pod("stranger", service="")
+    scraper = net.add_pod("observer", service="")
+    flag = tmp_path / "done"
+    task = flood = None
+    try:
+        task = start_task(net, tfboot, pod, waiting_command(flag), tmp_path, "worker=1", "--metrics-port", str(METRICS_PORT))
+        url = f"http://{pod.ip}:{METRICS_PORT}/metrics"
+        wait_until(lambda: fetch_in(net, scraper, url)[0][0] == 200, 20, "the metrics server answers")
+        flood = net.run(stranger, [sys.executable, "-c", FRESH_FLOOD, pod.ip, str(METRICS_PORT), "64", "15"], pid1=False)
+        time.sleep(2)
+        answers = fetch_in(net, scraper, *[url] * 20)
+        assert flood.poll() is None, "the flood ended before the scrapes"
+        assert [code for code, _ in answers] == [200] * 20, [text for code, text in answers if code != 200][:3]
+        out, _ = flood.communicate(timeout=30)
+        assert int(out) > 1000, "the flood opened too few connections to test anything"
+        flag.touch()
+        (code, err), = finish([task])
+        assert code == 0, err
+    finally:
+        flag.touch()
+        for proc in [task, flood]:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+
+
 @pytest.mark.root
 def test_a_flood_on_the_metrics_port_does_not_hold_up_the_start(net, tfboot, tmp_path):
     pods = [net.add_pod(f"mnist-worker-{i}") for i in range(2)]

@@ -4,14 +4,9 @@
 #include <algorithm>
 #include <utility>
 
-namespace tfboot {
+#include "base/socket.h"
 
-std::string address_of_peer(std::string_view peer) {
-  auto colon = peer.rfind(':');
-  std::string_view host = colon == std::string_view::npos ? peer : peer.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::string(host);
-}
+namespace tfboot {
 
 StartBarrier::StartBarrier(BarrierSettings settings) : settings_(std::move(settings)) {
   for (const auto& task : settings_.tasks) {

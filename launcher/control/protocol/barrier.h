@@ -21,9 +21,6 @@ namespace tfboot {
 
 using ConnectionId = std::uint64_t;
 
-// "10.0.0.7" of "10.0.0.7:41234", "fd00::7" of "[fd00::7]:41234".
-std::string address_of_peer(std::string_view peer);
-
 struct BarrierSettings {
   std::string job_id;
   std::vector<JobMember> tasks;  // every task of the cluster, in cluster order, coordinator included

@@ -241,6 +241,20 @@ bool runs_as_init(const Options& options, const Plan& plan, const NodeJob& nodes
   return options.init.value_or(::getpid() == 1 || job_supervision_applies(options, plan)) || nodes.local_world_size > 1;
 }
 
+// What only a supervising tfboot can do, asked of one that execs its command: said once, as
+// --metrics-port is (observed.h), rather than dropped in silence.
+void warn_of_init_only_settings(const Options& options, bool as_init) {
+  if (as_init || options.print) return;
+  if (options.max_restarts > 0) {
+    log::warn("--max-restarts (TFBOOT_MAX_RESTARTS) restarts from the supervising tfboot only (init mode: PID 1 or --init); "
+              "this task execs its command, so it is not restarted in place");
+  }
+  if (options.idle_when_done) {
+    log::warn("--idle-when-done (TFBOOT_IDLE_WHEN_DONE) idles in the supervising tfboot only (init mode: PID 1 or --init); "
+              "this task execs its command, so it ends when the command does");
+  }
+}
+
 Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, const Environment& env, const Plan& plan,
                                              const HostFacts& facts, const std::optional<std::string>& secret,
                                              const NodeJob& nodes, Instant started, int restarts) {
@@ -393,7 +407,9 @@ Result<int> run_entrypoint(const Options& options, const Environment& env, const
   if (!nodes) return std::unexpected(nodes.error());
   if (options.print) return print_dry_run(options, *plan, *nodes, env);
   observe::PhaseClock phases(started);  // docs/observing.md
-  const auto metrics_server = serve_metrics_if_asked(options, *plan, runs_as_init(options, *plan, *nodes), started_at);
+  const bool as_init = runs_as_init(options, *plan, *nodes);
+  warn_of_init_only_settings(options, as_init);
+  const auto metrics_server = serve_metrics_if_asked(options, *plan, as_init, started_at);
   phases.ended(observe::Phase::plan);
   auto dns = wait_for_dns(options, *plan, facts, started);
   if (!dns) return std::unexpected(dns.error());

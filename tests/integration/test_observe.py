@@ -168,6 +168,16 @@ def test_metrics_in_exec_mode_are_a_warning(tfboot, tmp_path):
     assert "--metrics-port (TFBOOT_METRICS_PORT) serves from the supervising tfboot only" in run.stderr
 
 
+def test_idling_in_exec_mode_is_a_warning(tfboot, tmp_path):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TFBOOT_CLUSTER": "worker=1", "TFBOOT_WAIT": "0",
+           "TFBOOT_HOSTNAME": "job-worker-0", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_IDLE_WHEN_DONE": "1",
+           "TFBOOT_MAX_RESTARTS": "1"}
+    run = subprocess.run([tfboot, "--no-init", "--", "true"], env=env, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert "--idle-when-done (TFBOOT_IDLE_WHEN_DONE) idles in the supervising tfboot only" in run.stderr
+    assert "--max-restarts (TFBOOT_MAX_RESTARTS) restarts from the supervising tfboot only" in run.stderr
+
+
 @pytest.mark.parametrize("args,env,message", [
     (["--metrics-port", "70000"], {}, "--metrics-port '70000' must be a port number 1..65535, or 0 for no metrics server"),
     ([], {"TFBOOT_METRICS_PORT": "-1"}, "TFBOOT_METRICS_PORT '-1' must be a port number 1..65535, or 0 for no metrics server"),

@@ -227,6 +227,8 @@ def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboo
     assert seen_counts(tmp_path, "worker_0") == ["0"]
     assert ("no restart in place for this job: worker:1 runs its command by exec (not as init), so a failure ends "
             "the job") in results[0][2]
+    assert ("--max-restarts (TFBOOT_MAX_RESTARTS) restarts from the supervising tfboot only (init mode: PID 1 or "
+            "--init); this task execs its command, so it is not restarted in place") in results[1][2]
     startup = json.loads((tmp_path / "worker_0" / "startup.json").read_text())
     assert startup["job"]["max_restarts"] == 0
 

@@ -1,12 +1,12 @@
-// The options' values that identity, peers and platforms read, parsed once into typed values
-// (docs/command-line.md, Identity). Later steps take these instead of parsing the text again.
+// The options' values that identity, peers and platforms read, as typed values (docs/command-line.md,
+// Identity); plan/plan.h parses them from the options once. Later steps take these, not the options.
 #pragma once
 
 #include <optional>
 
 #include "base/error.h"
 #include "base/setting.h"
-#include "cli/options.h"
+#include "base/choices.h"
 #include "dns/names.h"
 #include "plan/cluster.h"
 #include "plan/kubernetes.h"
@@ -36,16 +36,5 @@ struct PlanInputs {
   std::optional<Framework> framework;        // --framework, when given
   bool port_given = false;                   // --port, not its default
 };
-
-// Each value parsed once; a bad one is a usage error naming its flag, twin or variable. The checks
-// across values (which are required together) are check_options' (plan/plan.h).
-Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& env);
-// --task-type and --task-index into `inputs`; check_options parses them last, after the checks
-// a bad identity flag should not hide.
-Result<void> parse_identity_flags(const Options& options, PlanInputs& inputs);
-
-// The TF_CONFIG text an operator set, when tfboot adopts it: present, non-empty, and no
-// --cluster given (which replaces it).
-std::optional<std::string> operator_tf_config_text(const Options& options, const Environment& env);
 
 }  // namespace tfboot

@@ -51,4 +51,15 @@ Result<Plan> make_plan(const Options& options, const PlanInputs& parsed, const E
 // Linux allows in one environment string.
 Result<std::string> make_tf_config_text(const Options& options, const Plan& plan, const std::vector<NameStatus>& resolved);
 
+// The plan's inputs (plan/inputs.h) from the options, each value parsed once; a bad one is a usage error naming its flag, twin or variable. The checks
+// across values (which are required together) are check_options' (above).
+Result<PlanInputs> parse_plan_inputs(const Options& options, const Environment& env);
+// --task-type and --task-index into `inputs`; check_options parses them last, after the checks
+// a bad identity flag should not hide.
+Result<void> parse_identity_flags(const Options& options, PlanInputs& inputs);
+
+// The TF_CONFIG text an operator set, when tfboot adopts it: present, non-empty, and no
+// --cluster given (which replaces it).
+std::optional<std::string> operator_tf_config_text(const Options& options, const Environment& env);
+
 }  // namespace tfboot

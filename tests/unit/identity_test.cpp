@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "plan/identity.h"
+#include "plan/plan.h"
 #include "test_support.h"
 
 namespace tfboot {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/plan.h"
 #include "plan/platforms/platforms.h"
 #include "test_support.h"
 

@@ -95,6 +95,13 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 # Host paths the kubelet and containerd write whatever they are told (checked by down()).
 FIXED_PATHS = ("/var/log/containers", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet",
                "/var/lib/cni/results", "/var/lib/cni", "/run/containerd/s", "/run/containerd")
+# Host-wide kernel settings the kubelet sets at start (vm.overcommit_memory=1, kernel.panic=10,
+# kernel.panic_on_oops=1, ...); down() puts back what up() found.
+KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+                   "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# Where containerd-shim mounts a task's root filesystem when it is not under the state dir; a
+# containerd of the host may have its own there, so down() unmounts only what appeared after up().
+SHIM_TASKS = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
 _STALE = re.compile(rf"^{PREFIX}(\d+)-\d+-k8s")
 _NO_PROXY_ENV = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "no_proxy", "NO_PROXY"}
 
@@ -111,6 +118,11 @@ def missing_reason() -> str | None:
             return f"{program} is not installed (scripts/setup-kubernetes installs it)"
     if not os.access(os.path.join(CNI_BIN_DIR, "bridge"), os.X_OK):
         return f"no CNI bridge plugin in {CNI_BIN_DIR} (scripts/setup-kubernetes installs it)"
+    if os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers")):
+        return (f"{CGROUP_ROOT} is cgroup v2 (unified); this harness makes the cluster's cgroup root in "
+                "each cgroup v1 hierarchy and runs only on a cgroup v1 host")
+    if not os.path.isdir(os.path.join(CGROUP_ROOT, "memory")):
+        return f"no cgroup v1 memory hierarchy at {CGROUP_ROOT}/memory: the kubelet needs one"
     return coredns.missing_reason()
 
 
@@ -134,6 +146,8 @@ class KubernetesCluster:
         self.down_seconds = 0.0
         self._fixed_paths_before: dict[str, set[str] | None] = {}
         self._netns_before: set[str] = set()
+        self._tunables_before: dict[str, str] = {}
+        self._shim_mounts_before: set[str] = set()
 
     # -- bringing it up -------------------------------------------------------------------------
 
@@ -144,6 +158,8 @@ class KubernetesCluster:
         began = time.monotonic()
         self._fixed_paths_before = {path: _entries(path) for path in FIXED_PATHS}
         self._netns_before = set(_entries("/run/netns") or ())
+        self._tunables_before = _read_tunables()
+        self._shim_mounts_before = set(_mounts_under(SHIM_TASKS))
         self.workdir = tempfile.mkdtemp(prefix=self.name + ".")
         for sub in ("pki", "etcd", "logs", "kubelet", "pod-logs", "cni/net.d", "cni/ipam", "containerd",
                     "hostpath", "jobset-certs"):
@@ -507,11 +523,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         step(_kill_cgroup_processes, self.cgroup)
         if self.workdir:
             step(_unmount_under, self.workdir)
-            step(_unmount_under, "/run/containerd/io.containerd.runtime.v2.task/k8s.io")
+            step(_unmount, [m for m in _mounts_under(SHIM_TASKS) if m not in self._shim_mounts_before])
         step(self._remove_pod_netns)
         step(_remove_cgroups, self.cgroup)
         step(delete_netns, self.ns)
         step(self._restore_fixed_paths)
+        step(_write_tunables, self._tunables_before)
         if self.workdir:
             step(_remove_tree, self.workdir)
         self.down_seconds = time.monotonic() - began
@@ -616,9 +633,8 @@ def _remove_cgroups(cgroup: str) -> None:
         raise HarnessError(f"cgroups left behind: {left[:5]}")
 
 
-def _unmount_under(top: str) -> None:
-    """Every mount at or below top (overlay root filesystems, the kubelet's tmpfs volumes),
-    deepest first; lazily, so one still busy does not stop the others."""
+def _mounts_under(top: str) -> list[str]:
+    """Every mount point at or below top."""
     top = os.path.realpath(top)
     mounts = []
     with open("/proc/self/mountinfo") as f:
@@ -626,8 +642,36 @@ def _unmount_under(top: str) -> None:
             point = line.split()[4].encode().decode("unicode_escape")
             if point == top or point.startswith(top + "/"):
                 mounts.append(point)
+    return mounts
+
+
+def _unmount(mounts: list[str]) -> None:
+    """Deepest first; lazily, so one still busy does not stop the others."""
     for point in sorted(set(mounts), key=len, reverse=True):
         subprocess.run(["umount", "-l", point], capture_output=True, timeout=10)
+
+
+def _unmount_under(top: str) -> None:
+    """Every mount at or below top (overlay root filesystems, the kubelet's tmpfs volumes)."""
+    _unmount(_mounts_under(top))
+
+
+def _read_tunables() -> dict[str, str]:
+    values = {}
+    for name in KERNEL_TUNABLES:
+        try:
+            with open(os.path.join("/proc/sys", name)) as f:
+                values[name] = f.read().strip()
+        except OSError:   # not in this kernel: nothing to put back
+            pass
+    return values
+
+
+def _write_tunables(values: dict[str, str]) -> None:
+    changed = {name: value for name, value in values.items() if _read_tunables().get(name) != value}
+    for name, value in changed.items():
+        with open(os.path.join("/proc/sys", name), "w") as f:
+            f.write(value)
 
 
 def _remove_tree(path: str) -> None:
@@ -657,6 +701,9 @@ def leftovers(cluster: KubernetesCluster) -> list[str]:
         now = _entries(path)
         if now is not None and (before is None or now - before):
             left.append(f"{path}: {sorted(now - (before or set()))}")
+    now = _read_tunables()
+    left += [f"/proc/sys/{name} {now.get(name)} (was {value})"
+             for name, value in cluster._tunables_before.items() if now.get(name) != value]
     return left
 
 

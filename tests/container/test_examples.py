@@ -28,6 +28,7 @@ try:
 except ImportError as e:
     pytest.fail(f"{e.name} is not installed: run scripts/setup-containers", pytrace=False)
 
+from harness import exit_codes
 from harness.cluster import ClusterNetwork
 from kubeflow_trainer import trainjob_as_jobset
 from paths import REPO_DIR
@@ -51,8 +52,7 @@ KUBERNETES_VERSIONS = ("1.28.0", kubernetes_validate.latest_version())
 # must tell apart.
 CONTROL_PORT = 2220
 CONTROL_PORT_NAME = "tfboot-control"
-EXIT_JOB_STOPPED = 200          # another task failed or the coordinator was lost: not this task's fault
-EXIT_NEVER_RETRIED = {2, 6}  # configuration error, environment check failed (5, a task missing, is retried)
+EXIT_NEVER_RETRIED = {exit_codes.USAGE, exit_codes.ENV_CHECK_FAILED}  # 5, a task missing, is retried
 # The optional secret's lines in the manifests: comment lines right below this marker, at its indent.
 SECRET_MARKER = "# control secret (optional)"
 SECRET_PATH = "/var/run/secrets/tfboot/secret"
@@ -506,12 +506,12 @@ def test_manifest_supervises_the_job(name):
             for code in sorted(EXIT_NEVER_RETRIED):
                 assert exit_code_action(spec, container, code) == "FailJob", f"{where}: exit {code}"
             assert exit_code_action(spec, container, 1) == "Count", f"{where}: a task's own failure must count"
-            assert exit_code_action(spec, container, 5) == "Count", f"{where}: a task missing at the start is retried"
-            assert exit_code_action(spec, container, 8) == "Count", f"{where}: a node refused by --preflight is retried elsewhere"
-            stopped = exit_code_action(spec, container, EXIT_JOB_STOPPED)
-            assert stopped == "Ignore", f"{where}: exit {EXIT_JOB_STOPPED}: {stopped}"
+            assert exit_code_action(spec, container, exit_codes.BARRIER_INCOMPLETE) == "Count", f"{where}: a task missing at the start is retried"
+            assert exit_code_action(spec, container, exit_codes.PREFLIGHT_REFUSED) == "Count", f"{where}: a node refused by --preflight is retried elsewhere"
+            stopped = exit_code_action(spec, container, exit_codes.STOPPED_BY_JOB)
+            assert stopped == "Ignore", f"{where}: exit {exit_codes.STOPPED_BY_JOB}: {stopped}"
             # Preempted and saved (TensorFlow's handler exits 42; --stop-together ends with 143): a retry, not a failure.
-            for code in (42, 143):
+            for code in (exit_codes.PREEMPTED, exit_codes.by_signal(15)):
                 assert exit_code_action(spec, container, code) == "Ignore", f"{where}: exit {code} must be retried"
         if doc["kind"] == "JobSet":
             rules = doc["spec"]["failurePolicy"]["rules"]

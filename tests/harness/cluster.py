@@ -307,6 +307,15 @@ class ClusterNetwork:
         self.publish_name(fqdn, ip or pod.ip, *aliases, wait=wait)
         return fqdn
 
+    def add_job_pods(self, count: int, prefix: str = "mnist-worker", *, publish: bool = True) -> list[Pod]:
+        """Pods <prefix>-0 .. <prefix>-<count-1>, as a StatefulSet names them; published unless
+        the test publishes them itself."""
+        pods = [self.add_pod(f"{prefix}-{i}") for i in range(count)]
+        if publish:
+            for pod in pods:
+                self.publish(pod)
+        return pods
+
     def unpublish(self, name: "Pod | str", ip: str | None = None, *, wait: bool = True) -> int:
         """Remove the records of a pod (its FQDN) or of a name; returns how many were removed."""
         self._check_open()

@@ -18,10 +18,6 @@ pytestmark = pytest.mark.root
 PEERS_UNRESOLVED = 3
 
 
-def job_pods(net, count):
-    return [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
-
-
 def start(net, tfboot, pod, log_root, count, extra_env=None, command=("true",)):
     env = {"TFBOOT_CLUSTER": f"worker={count}", "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
            "TFBOOT_STOP_GRACE": "5s"}
@@ -42,7 +38,7 @@ def a_queries_by_name_and_client(net):
 
 
 def run_job(net, tfboot, tmp_path, count, extra_env=None):
-    pods = job_pods(net, count)
+    pods = net.add_job_pods(count, publish=False)
     for pod in pods:
         net.publish(pod)
     net.reset_dns_query_count()
@@ -100,7 +96,7 @@ def test_address_ip_builds_tf_config_from_the_coordinators_verified_table(net, t
 
 
 def test_a_name_pointing_at_another_pod_is_named_and_every_task_exits_3(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3, publish=False)
     net.publish(pods[0])
     net.publish(pods[1])
     net.publish(pods[2], ip=pods[1].ip)   # a stale record: worker-2's name points at worker-1
@@ -118,7 +114,7 @@ def test_a_name_pointing_at_another_pod_is_named_and_every_task_exits_3(net, tfb
 
 
 def test_a_stale_record_corrected_while_the_coordinator_asks_again_lets_the_job_start(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3, publish=False)
     net.publish(pods[0])
     net.publish(pods[1])
     net.publish(pods[2], ip=pods[1].ip)
@@ -145,7 +141,7 @@ def test_a_coordinator_that_never_appears_ends_the_start_as_a_missing_task(net, 
     # worker:0's pod never comes (its name is never published). The others wait for it as long as
     # the barrier would (--start-timeout, or --wait when longer), then end as the barrier does:
     # exit 5 naming the coordinator, not exit 3 "DNS" (which Job manifests retry with a fresh wait).
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2, publish=False)
     net.publish(pods[1])
     started = time.monotonic()
     env = {"TFBOOT_WAIT": wait, "TFBOOT_START_TIMEOUT": "3s"}
@@ -163,7 +159,7 @@ def test_a_coordinator_that_never_appears_ends_the_start_as_a_missing_task(net, 
 def test_a_coordinator_behind_a_dns_that_never_answers_is_dns_trouble_not_a_missing_task(net, tfboot, tmp_path):
     # Only an answer that the name does not exist makes the coordinator a missing task (exit 5);
     # lookups that never got an answer are DNS in trouble (exit 3), which a retry may fix.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2, publish=False)
     net.publish(pods[1])
     env = {"TFBOOT_WAIT": "2s", "TFBOOT_START_TIMEOUT": "2s", "TFBOOT_DNS_SERVER": "10.213.0.250"}
     [(code, _, err)] = finish_all([start(net, tfboot, pods[1], tmp_path, 2, env)])

@@ -17,7 +17,7 @@ import pytest
 
 from harness.exit_codes import USAGE
 from harness.processes import communicate_all
-from test_restarts import job_pods, start
+from test_restarts import start
 from init_support import PATH, Supervised, entrypoint_args, is_running, process_state, wait_until
 
 ENV = {"PATH": PATH}
@@ -170,7 +170,7 @@ def executable(pid):
 def test_heartbeats_flow_while_the_coordinator_waits_for_its_leftovers(net, tfboot, tmp_path):
     # The coordinator's command exits 0 and leaves a helper that takes 12 s to go: longer than a
     # task's silence timeout (10 s). The job is done, not lost.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     script = ('if [ "$TFBOOT_TASK_INDEX" = 0 ]; then sh -c \'trap "sleep 12; exit 0" TERM; sleep 600 & wait\' & '
               'sleep 1; exit 0; fi; exec sleep 600')
     procs = [start(net, tfboot, pod, script, tmp_path, "worker=2", {"TFBOOT_STOP_GRACE": "30s"}) for pod in pods]
@@ -185,7 +185,7 @@ def test_a_worker_that_fails_as_the_job_ends_is_part_of_its_end(net, tfboot, tmp
     # the moment the coordinator's command is gone (the lock its shell held is released as it
     # exits), as a trainer whose peer went away does, with no restart left. Five times: before
     # the job's verdict reached it the worker ended on its own failure, exit 1.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     for trial in range(5):
         log_root = tmp_path / f"trial-{trial}"
         lock, locked = log_root / "lock", log_root / "locked"
@@ -202,7 +202,7 @@ def test_a_worker_that_fails_as_the_job_ends_is_part_of_its_end(net, tfboot, tmp
 def test_nodes_that_resolve_nproc_per_node_differently_do_not_start(net, tfboot, tmp_path):
     # `--nproc-per-node gpu` on nodes with unequal GPUs (here: one node's flag differs): node 0 would
     # get WORLD_SIZE=4, node 1 WORLD_SIZE=2 and RANK 1 twice. The barrier refuses, on every task.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     procs = [start(net, tfboot, pod, 'echo "$RANK" >> "$TFBOOT_LOG_DIR/ran"', tmp_path, "worker=2",
                    {"TFBOOT_FRAMEWORK": "pytorch", "TFBOOT_NPROC_PER_NODE": str(2 - i)}) for i, pod in enumerate(pods)]
     results = communicate_all(procs, 90)
@@ -239,7 +239,7 @@ def test_a_task_that_ends_in_a_restart_s_barrier_records_how(net, tfboot, tmp_pa
     # worker:1's tfboot is killed while the job runs: the job restarts in place, and worker:0 waits
     # in the restart's barrier for a task that never comes. Stopped there (or timed out there), its
     # startup.json must say how it ended, not "restarting" from the run before.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     env = {"TFBOOT_MAX_RESTARTS": "1", "TFBOOT_START_TIMEOUT": "4s" if ending == "start-timeout" else "60s",
            "TFBOOT_TERMINATION_LOG": str(tmp_path / "termination")}
     script = 'echo "$TFBOOT_RESTART_COUNT" >> "$TFBOOT_LOG_DIR/counts"; exec sleep 600'

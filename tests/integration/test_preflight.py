@@ -21,13 +21,6 @@ from harness.processes import communicate_all
 pytestmark = pytest.mark.root  # namespace pods, a tmpfs mount
 
 
-def job_pods(net, count):
-    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
-    for pod in pods:
-        net.publish(pod)
-    return pods
-
-
 def start(net, tfboot, pod, log_root, count, extra_env=None, command=("true",), **run):
     env = {"TFBOOT_CLUSTER": f"worker={count}", "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
            "TFBOOT_START_TIMEOUT": "30s", "TFBOOT_STOP_GRACE": "5s", "TFBOOT_PREFLIGHT": "quick"}
@@ -58,7 +51,7 @@ def assert_refused_everywhere(results, expected):
 
 
 def test_healthy_nodes_start_and_startup_json_records_the_check(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     logs = tmp_path / "logs"
     # The three tasks share a log root and are each PID 1; a probe that a killed tfboot (PID 1 too)
     # left behind stands in nobody's way.
@@ -98,7 +91,7 @@ def full_tmpfs(tmp_path):
 
 
 def test_a_full_log_root_is_named_and_no_task_starts(net, tfboot, tmp_path, full_tmpfs):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     logs = tmp_path / "logs"
     roots = [logs, logs, full_tmpfs]
     procs = [start(net, tfboot, pod, root, 3, {"TFBOOT_TERMINATION_LOG": str(tmp_path / f"termination-{i}")},
@@ -139,7 +132,7 @@ FETCH = ("import json, sys, urllib.request\n"
 
 
 def test_the_verdict_is_in_metrics_and_status(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     flag = tmp_path / "flag"
     wait = ("sh", "-c", f"i=0; while [ ! -e {flag} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done")
     procs = [start(net, tfboot, pod, tmp_path / "logs", 2, {"TFBOOT_METRICS_PORT": "9400"}, command=wait) for pod in pods]
@@ -160,7 +153,7 @@ def test_the_verdict_is_in_metrics_and_status(net, tfboot, tmp_path):
 
 
 def test_a_node_that_sees_other_accelerators_is_named(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     drivers = [fake_gpus(tmp_path / f"driver-{i}", count) for i, count in enumerate([2, 2, 1])]
     procs = [start(net, tfboot, pod, tmp_path / "logs", 3, pid1=False, extra_mounts=[(driver, "/proc/driver")])
              for pod, driver in zip(pods, drivers)]
@@ -172,7 +165,7 @@ def test_a_node_that_sees_other_accelerators_is_named(net, tfboot, tmp_path):
 
 def test_a_clock_off_the_coordinators_is_named(net, tfboot, tmp_path):
     """TFBOOT_TEST_CLOCK_OFFSET_MS (tests only) shifts the wall clock that worker:1's hello reports."""
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     skews = [{}, {"TFBOOT_TEST_CLOCK_OFFSET_MS": "-5000"}]
     procs = [start(net, tfboot, pod, tmp_path / "logs", 2, skew) for pod, skew in zip(pods, skews)]
     results = communicate_all(procs, 60)
@@ -181,7 +174,7 @@ def test_a_clock_off_the_coordinators_is_named(net, tfboot, tmp_path):
 
 
 def test_off_by_default_nothing_is_checked(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     procs = [net.run(pod, [tfboot, "--", "true"], env={"TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path / "logs"),
                                                          "TFBOOT_WAIT": "30s", "TFBOOT_TEST_CLOCK_OFFSET_MS": "-9000"})
              for pod in pods]

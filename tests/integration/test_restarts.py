@@ -19,13 +19,6 @@ pytestmark = pytest.mark.root  # every test builds namespace pods
 
 
 
-def job_pods(net, count):
-    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
-    for pod in pods:
-        net.publish(pod)
-    return pods
-
-
 def start(net, tfboot, pod, script, log_root, cluster, extra_env=None):
     env = {"TFBOOT_CLUSTER": cluster, "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
            "TFBOOT_STOP_GRACE": "5s", "TFBOOT_START_TIMEOUT": "60s"}
@@ -54,7 +47,7 @@ def job_script(fail_until, status=3):
 
 
 def test_a_failure_restarts_every_task_in_place_with_the_count_in_each_command(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     env = {"TFBOOT_MAX_RESTARTS": "2"}
     # The first run also leaves a daemon outside its process group; the next run says whether it is gone.
     stray = ('if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then setsid sleep 600 & echo $! > "$TFBOOT_LOG_DIR/daemon"; '
@@ -82,7 +75,7 @@ def test_a_failure_restarts_every_task_in_place_with_the_count_in_each_command(n
 
 
 def test_with_no_restart_left_the_next_failure_ends_the_job_with_its_status(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     env = {"TFBOOT_MAX_RESTARTS": "1"}
     # 42: the status TensorFlow's preemption handler exits with; it stays the task's own.
     procs = [start(net, tfboot, pod, job_script(fail_until=99, status=42), tmp_path, "worker=3", env) for pod in pods]
@@ -94,7 +87,7 @@ def test_with_no_restart_left_the_next_failure_ends_the_job_with_its_status(net,
 
 
 def test_without_max_restarts_a_failure_ends_the_job_as_before(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     procs = [start(net, tfboot, pod, job_script(fail_until=99), tmp_path, "worker=2") for pod in pods]
     results = finish_all(procs)
     assert [code for code, _, _ in results] == [STOPPED_BY_JOB, 3], [err for _, _, err in results]
@@ -103,7 +96,7 @@ def test_without_max_restarts_a_failure_ends_the_job_as_before(net, tfboot, tmp_
 
 
 def test_a_lost_task_rejoins_as_a_new_instance_and_the_job_restarts(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     env = {"TFBOOT_MAX_RESTARTS": "1"}
     # worker:0 finishes only in the restarted job; the others run until the job is done.
     script = RECORDING + ('if [ "$TFBOOT_TASK_INDEX" = 0 ] && [ "$TFBOOT_RESTART_COUNT" = 1 ]; then sleep 2; exit 0; fi; '
@@ -123,7 +116,7 @@ def test_a_lost_task_rejoins_as_a_new_instance_and_the_job_restarts(net, tfboot,
 
 
 def test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     restarts = 50
     env = {"TFBOOT_MAX_RESTARTS": str(restarts), "TFBOOT_STOP_GRACE": "2s"}
     # Each command records its tfboot's (the parent's) open descriptors, threads and resident memory.
@@ -164,7 +157,7 @@ def wait_for_commands(tmp_path, tasks):
 
 
 def test_a_stop_signal_to_one_task_reaches_every_task_at_once(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     tasks = ["worker_0", "worker_1", "worker_2"]
     procs = [start(net, tfboot, pod, trapping("saved"), tmp_path, "worker=3", {"TFBOOT_MAX_RESTARTS": "3"}) for pod in pods]
     wait_for_commands(tmp_path, tasks)
@@ -185,7 +178,7 @@ def test_a_stop_signal_to_one_task_reaches_every_task_at_once(net, tfboot, tmp_p
 
 def test_when_every_pod_is_told_to_stop_each_command_gets_one_signal_and_saves(net, tfboot, tmp_path):
     # The whole job deleted: the kubelet signals every pod, some after the job's stop reached them.
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     tasks = ["worker_0", "worker_1", "worker_2"]
     procs = [start(net, tfboot, pod, trapping("saved", save_seconds=2), tmp_path, "worker=3") for pod in pods]
     wait_for_commands(tmp_path, tasks)
@@ -202,7 +195,7 @@ def test_when_every_pod_is_told_to_stop_each_command_gets_one_signal_and_saves(n
 
 
 def test_without_stop_together_a_stop_signal_is_the_task_s_own(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     env = {"TFBOOT_STOP_TOGETHER": "off"}
     procs = [start(net, tfboot, pod, trapping("saved"), tmp_path, "worker=2", env) for pod in pods]
     try:
@@ -218,7 +211,7 @@ def test_without_stop_together_a_stop_signal_is_the_task_s_own(net, tfboot, tmp_
 
 
 def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     env = {"TFBOOT_MAX_RESTARTS": "2"}
     procs = [start(net, tfboot, pods[0], RECORDING + "sleep 2; exit 3", tmp_path, "worker=2", env),
              start(net, tfboot, pods[1], "exit 0", tmp_path, "worker=2", {**env, "TFBOOT_INIT": "0"})]
@@ -234,7 +227,7 @@ def test_a_task_that_execs_its_command_turns_restarts_off_for_the_job(net, tfboo
 
 
 def test_the_coordinator_s_loss_is_not_restarted_in_place(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     env = {"TFBOOT_MAX_RESTARTS": "2"}
     procs = [start(net, tfboot, pod, RECORDING + "exec sleep 600", tmp_path, "worker=2", env) for pod in pods]
     deadline = time.monotonic() + 60
@@ -250,7 +243,7 @@ def test_the_coordinator_s_loss_is_not_restarted_in_place(net, tfboot, tmp_path)
 
 
 def test_the_coordinator_s_own_failure_restarts_the_job_at_once(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     script = RECORDING + ('if [ "$TFBOOT_TASK_INDEX" = 0 ]; then '
                           '  if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then sleep 1; date +%s.%N > "$TFBOOT_LOG_DIR/failed"; exit 4; fi; '
                           '  sleep 1; exit 0; fi; '
@@ -269,7 +262,7 @@ def test_a_task_whose_ranks_are_slow_to_stop_stays_heard_and_the_job_restarts(ne
     # Two processes per pod; on the coordinator, rank 0 fails and rank 1 ignores SIGTERM, so
     # it ends only at SIGKILL, --stop-grace (12 s) later: beyond the 10 s a silent task is lost in.
     # After the restart every rank succeeds (a PyTorch job is done when all are).
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     script = RECORDING + ('if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$RANK" = 0 ]; then sleep 1; exit 5; fi; '
                           'if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$RANK" = 1 ]; then trap "" TERM; fi; '
                           'if [ "$TFBOOT_RESTART_COUNT" = 1 ]; then sleep 1; exit 0; fi; exec sleep 600')
@@ -286,7 +279,7 @@ def test_a_stop_signal_while_the_job_restarts_ends_the_task_and_says_the_command
     # worker:0 fails; worker:1's command ignores SIGTERM, so it ends only at SIGKILL, --stop-grace
     # (8 s) later, and worker:0 waits in the fresh start barrier meanwhile. A stop signal there
     # ends worker:0 at once with 128+N, as before the first start, and says what was run.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     script = RECORDING + ('if [ "$TFBOOT_RESTART_COUNT" = 0 ] && [ "$TFBOOT_TASK_INDEX" = 0 ]; then sleep 1; exit 3; fi; '
                           'if [ "$TFBOOT_RESTART_COUNT" = 0 ]; then trap "" TERM; fi; exec sleep 600')
     env = {"TFBOOT_MAX_RESTARTS": "1", "TFBOOT_STOP_GRACE": "8s", "TFBOOT_START_TIMEOUT": "10s"}

@@ -23,13 +23,6 @@ BARRIER_INCOMPLETE = 5
 ENVIRONMENT_MISMATCH = 6
 
 
-def job_pods(net, count, prefix="mnist-worker"):
-    pods = [net.add_pod(f"{prefix}-{i}") for i in range(count)]
-    for pod in pods:
-        net.publish(pod)
-    return pods
-
-
 def start(net, tfboot, pod, command, log_root, cluster, extra_env=None, args=()):
     env = {"TFBOOT_CLUSTER": cluster, "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s",
            "TFBOOT_STOP_GRACE": "5s"}
@@ -46,7 +39,7 @@ def error_lines(err):
 
 
 def test_coordinator_done_ends_the_job_everywhere_with_exit_0(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     started = time.monotonic()
     procs = [start(net, tfboot, pods[0], ["sh", "-c", "sleep 1; exit 0"], tmp_path, "worker=3")]
     procs += [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods[1:]]
@@ -63,7 +56,7 @@ def test_coordinator_done_ends_the_job_everywhere_with_exit_0(net, tfboot, tmp_p
 
 
 def test_a_failing_worker_stops_the_others_with_the_job_code_naming_it(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     started = time.monotonic()
     commands = [["sleep", "600"], ["sh", "-c", "sleep 1; exit 3"], ["sleep", "600"]]
     procs = [start(net, tfboot, pod, command, tmp_path, "worker=3") for pod, command in zip(pods, commands)]
@@ -77,7 +70,7 @@ def test_a_failing_worker_stops_the_others_with_the_job_code_naming_it(net, tfbo
 
 
 def test_a_task_that_never_starts_is_named_at_the_barrier_deadline(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     args = ["--start-timeout", "4s"]
     procs = [start(net, tfboot, pod, ["true"], tmp_path, "worker=3", args=args) for pod in pods[:2]]
     results = finish_all(procs)
@@ -99,7 +92,7 @@ def fake_tensorflow(directory, version):
 
 @pytest.mark.parametrize("mode", ["warn", "fail"])
 def test_different_tensorflow_versions_are_warned_or_refused(net, tfboot, tmp_path, mode):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     old = fake_tensorflow(tmp_path / "old", "2.16.1")
     new = fake_tensorflow(tmp_path / "new", "2.17.0")
     logs = tmp_path / "logs"
@@ -146,7 +139,7 @@ STRANGER = textwrap.dedent("""
 
 
 def test_strangers_on_the_control_port_do_not_stall_the_job(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     stranger = net.add_pod("stranger", service="")
     script = tmp_path / "stranger.py"
     script.write_text(STRANGER)
@@ -161,7 +154,7 @@ def test_strangers_on_the_control_port_do_not_stall_the_job(net, tfboot, tmp_pat
 
 
 def test_the_coordinators_pod_lost_stops_the_others_in_bounded_time(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     procs = [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods]
     deadline = time.monotonic() + 30
     while not all((tmp_path / f"worker_{i}" / "startup.json").exists() for i in range(3)):
@@ -179,7 +172,7 @@ def test_the_coordinators_pod_lost_stops_the_others_in_bounded_time(net, tfboot,
 
 
 def test_with_a_secret_a_task_with_the_wrong_one_cannot_join(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     good, bad = tmp_path / "good", tmp_path / "bad"
     good.write_text("s3cret-shared-by-the-job\n")
     bad.write_text("a guess\n")
@@ -194,7 +187,7 @@ def test_with_a_secret_a_task_with_the_wrong_one_cannot_join(net, tfboot, tmp_pa
 
 
 def test_with_the_same_secret_the_job_runs(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     secret = tmp_path / "secret"
     secret.write_text("s3cret-shared-by-the-job")
     env = {"TFBOOT_CONTROL_SECRET_FILE": str(secret)}
@@ -235,7 +228,7 @@ FLOOD = textwrap.dedent("""
 
 
 def test_with_a_secret_strangers_holding_connections_cannot_keep_the_job_from_starting(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     secret = tmp_path / "secret"
     secret.write_text("s3cret-shared-by-the-job")
     script = tmp_path / "flood.py"
@@ -293,7 +286,7 @@ RECYCLING_FLOOD = textwrap.dedent("""
 
 
 def test_strangers_recycling_fresh_connections_cannot_lock_out_the_tasks(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     secret = tmp_path / "secret"
     secret.write_text("s3cret-shared-by-the-job")
     script = tmp_path / "flood.py"
@@ -327,7 +320,7 @@ CONNECT_FLOOD = textwrap.dedent("""
 
 
 def test_a_flood_of_connections_after_the_start_neither_ends_the_job_nor_floods_the_log(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     script = tmp_path / "flood.py"
     script.write_text(CONNECT_FLOOD)
     stranger = net.add_pod("stranger", service="")
@@ -380,7 +373,7 @@ IMPOSTOR = textwrap.dedent("""
 
 
 def test_a_stranger_claiming_a_task_is_dropped_and_the_real_task_joins(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     stranger = net.add_pod("stranger", service="")
     script = tmp_path / "impostor.py"
     script.write_text(IMPOSTOR)
@@ -400,7 +393,7 @@ def test_a_stranger_claiming_a_task_is_dropped_and_the_real_task_joins(net, tfbo
 
 
 def test_control_port_0_runs_each_task_alone(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     proc = start(net, tfboot, pods[1], ["true"], tmp_path, "worker=3", {"TFBOOT_CONTROL_PORT": "0"})
     code, _, err = finish_all([proc])[0]
     assert code == 0, err
@@ -408,7 +401,7 @@ def test_control_port_0_runs_each_task_alone(net, tfboot, tmp_path):
 
 
 def test_idle_when_done_keeps_finished_tasks_until_they_are_stopped(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     idle = {"TFBOOT_IDLE_WHEN_DONE": "1"}
     procs = [start(net, tfboot, pods[0], ["true"], tmp_path, "worker=2", idle),
              start(net, tfboot, pods[1], ["sleep", "600"], tmp_path, "worker=2", idle)]
@@ -432,7 +425,7 @@ def test_idle_when_done_keeps_finished_tasks_until_they_are_stopped(net, tfboot,
 
 
 def test_a_coordinator_raises_its_descriptor_limit_for_the_job(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     procs = [net.run(pods[0], ["prlimit", "--nofile=40:4096", tfboot, "--", "true"],
                      env={"TFBOOT_CLUSTER": "worker=3", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "30s"})]
     procs += [start(net, tfboot, pod, ["sleep", "600"], tmp_path, "worker=3") for pod in pods[1:]]
@@ -442,7 +435,7 @@ def test_a_coordinator_raises_its_descriptor_limit_for_the_job(net, tfboot, tmp_
 
 
 def test_a_coordinator_whose_descriptor_limit_is_too_low_exits_7_before_listening(net, tfboot, tmp_path):
-    pod = job_pods(net, 1)[0]
+    pod = net.add_job_pods(1)[0]
     proc = net.run(pod, ["prlimit", "--nofile=1000:1000", tfboot, "--", "true"],
                    env={"TFBOOT_CLUSTER": "worker=1000", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "0"})
     [(code, _, err)] = finish_all([proc])
@@ -455,7 +448,7 @@ def test_a_coordinator_whose_descriptor_limit_is_too_low_exits_7_before_listenin
 
 
 def test_a_task_done_early_waits_for_the_job_and_fails_with_it_so_the_retry_runs_it_again(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     commands = [["sh", "-c", "sleep 2; exit 3"], ["true"], ["sleep", "600"]]
     procs = [start(net, tfboot, pod, command, tmp_path / "first", "worker=3") for pod, command in zip(pods, commands)]
     results = finish_all(procs)
@@ -477,7 +470,7 @@ def test_a_job_supervises_its_tasks_when_tfboot_is_not_pid_1(net, tfboot, tmp_pa
     # As under `srun ... apptainer run` or in a pod with shareProcessNamespace: tfboot is not PID 1.
     # A job with the control channel is supervised all the same (a child subreaper reaps), so a
     # failed task still stops the others instead of each running on alone after an exec.
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     env = {"TFBOOT_CLUSTER": "worker=2", "TFBOOT_LOG_ROOT": str(tmp_path), "TFBOOT_WAIT": "30s", "TFBOOT_STOP_GRACE": "5s"}
     commands = [["sleep", "600"], ["sh", "-c", "sleep 1; exit 3"]]
     procs = [net.run(pod, [tfboot, "--", *command], env=env, pid1=False) for pod, command in zip(pods, commands)]

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from harness.cluster import ClusterNetwork
 from harness.processes import communicate_all
 
 pytestmark = pytest.mark.root  # every test builds namespace pods
@@ -67,19 +66,6 @@ OLD_COORDINATOR = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def net():
-    with ClusterNetwork(service="mnist", namespace="default", cluster_domain="cluster.local") as network:
-        yield network
-
-
-def job_pods(net, count):
-    pods = [net.add_pod(f"mnist-worker-{i}") for i in range(count)]
-    for pod in pods:
-        net.publish(pod)
-    return pods
-
-
 def start(net, tfboot, pod, log_root, cluster, extra_env=None, args=()):
     env = {"TFBOOT_CLUSTER": cluster, "TFBOOT_LOG_ROOT": str(log_root), "TFBOOT_WAIT": "30s", "TFBOOT_STOP_GRACE": "5s"}
     env.update(extra_env or {})
@@ -97,7 +83,7 @@ def run_script(net, pod, tmp_path, name, text, argv):
 
 
 def test_a_task_of_the_older_protocol_ends_the_start_with_exit_6_on_every_task(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     started = time.monotonic()
     coordinator = start(net, tfboot, pods[0], tmp_path, "worker=3", args=["--start-timeout", "60s"])
     new_task = start(net, tfboot, pods[2], tmp_path, "worker=3", args=["--start-timeout", "60s"])
@@ -122,7 +108,7 @@ def test_a_task_of_the_older_protocol_ends_the_start_with_exit_6_on_every_task(n
 
 
 def test_with_a_secret_a_task_of_the_older_protocol_ends_the_start_at_once(net, tfboot, tmp_path):
-    pods = job_pods(net, 3)
+    pods = net.add_job_pods(3)
     secret = tmp_path / "secret"
     secret.write_text("s3cret-shared-by-the-job\n")
     env = {"TFBOOT_CONTROL_SECRET_FILE": str(secret)}
@@ -141,7 +127,7 @@ def test_with_a_secret_a_task_of_the_older_protocol_ends_the_start_at_once(net, 
 
 
 def test_a_coordinator_of_the_older_protocol_is_refused_at_once_with_exit_6(net, tfboot, tmp_path):
-    pods = job_pods(net, 2)
+    pods = net.add_job_pods(2)
     # The version is checked before anything else the challenge says (the job id here is another's).
     old = run_script(net, pods[0], tmp_path, "old_coordinator.py", OLD_COORDINATOR, ["0123456789abcdef"])
     started = time.monotonic()

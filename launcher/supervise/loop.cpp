@@ -76,48 +76,39 @@ class Loop {
     for (const JobEvent& event : events) machine_.on_job_event(event, now);
   }
 
-  // Actions may lead to more (a report answered at once by a job decided here).
-  void perform(Instant now) {
-    for (auto actions = machine_.take_actions(); !actions.empty(); actions = machine_.take_actions()) {
-      for (const SupervisorAction& action : actions) perform(action, now);
-    }
-  }
+  void perform(Instant now) { perform_actions(machine_, control_, job_, now); }
 
-  void perform(const SupervisorAction& action, Instant now) {
-    using Kind = SupervisorAction::Kind;
-    switch (action.kind) {
-      case Kind::signal:
-        for (std::size_t process : action.processes) children_.signal(ids_[process], action.signal_number);
-        break;
-      case Kind::signal_leftovers:
-        for (std::size_t process : action.processes) {
-          if (::kill(-children_.pid(ids_[process]), action.signal_number) != 0) {
-            machine_.on_group_empty(process);  // nothing left
-          } else if (action.signal_number == SIGTERM) {
-            log::info("{} left processes in its group: SIGTERM, SIGKILL after {}",
-                      settings_.watched[process].name.empty() ? std::string("the command") : settings_.watched[process].name,
-                      seconds_text(settings_.machine.stop_grace));
-          }
-        }
-        break;
-      case Kind::report_exit:
-        if (!job_) break;
-        job_->report_exit(action.task, action.status, action.detail, action.rejoins);
-        hear(job_->process({}, now), now);
-        if (!job_->verdict_pending()) machine_.on_no_verdict();
-        break;
-      case Kind::report_stop_signal:
-        if (job_) job_->report_stop_signal(action.signal_number);
-        break;
-      case Kind::suspend_self: ::kill(::getpid(), SIGSTOP); break;
+  // The processes as the machine's actions reach them: each process's group in `children`.
+  class ChildControl final : public ProcessControl {
+   public:
+    ChildControl(ChildSet& children, const std::vector<std::size_t>& ids, const SupervisorSettings& settings)
+        : children_(children), ids_(ids), settings_(settings) {}
+    void signal(const std::vector<std::size_t>& processes, int signal_number) override {
+      for (std::size_t process : processes) children_.signal(ids_[process], signal_number);
     }
-  }
+    bool signal_leftovers(std::size_t process, int signal_number) override {
+      if (::kill(-children_.pid(ids_[process]), signal_number) != 0) return false;  // nothing left
+      if (signal_number == SIGTERM) {
+        const std::string& name = settings_.watched[process].name;
+        log::info("{} left processes in its group: SIGTERM, SIGKILL after {}", name.empty() ? std::string("the command") : name,
+                  seconds_text(settings_.machine.stop_grace));
+      }
+      return true;
+    }
+    void suspend_self() override { ::kill(::getpid(), SIGSTOP); }
+
+   private:
+    ChildSet& children_;
+    const std::vector<std::size_t>& ids_;
+    const SupervisorSettings& settings_;
+  };
 
   ChildSet& children_;
   std::vector<std::size_t> ids_;  // each process's child in `children_`
   Job* job_;
   const SupervisorSettings& settings_;
   JobMachine machine_;
+  ChildControl control_{children_, ids_, settings_};
 };
 
 // Our children by /proc: the processes whose parent is this tfboot.
@@ -210,6 +201,32 @@ void end_orphans(std::chrono::milliseconds grace) {
     reap_what_ended();
   }
   reap_what_ended();
+}
+
+void perform_actions(JobMachine& machine, ProcessControl& processes, Job* job, Instant now) {
+  using Kind = SupervisorAction::Kind;
+  for (auto actions = machine.take_actions(); !actions.empty(); actions = machine.take_actions()) {
+    for (const SupervisorAction& action : actions) {
+      switch (action.kind) {
+        case Kind::signal: processes.signal(action.processes, action.signal_number); break;
+        case Kind::signal_leftovers:
+          for (std::size_t process : action.processes) {
+            if (!processes.signal_leftovers(process, action.signal_number)) machine.on_group_empty(process);
+          }
+          break;
+        case Kind::report_exit:
+          if (!job) break;
+          job->report_exit(action.task, action.status, action.detail, action.rejoins);
+          for (const JobEvent& event : job->process({}, now)) machine.on_job_event(event, now);
+          if (!job->verdict_pending()) machine.on_no_verdict();
+          break;
+        case Kind::report_stop_signal:
+          if (job) job->report_stop_signal(action.signal_number);
+          break;
+        case Kind::suspend_self: processes.suspend_self(); break;
+      }
+    }
+  }
 }
 
 }  // namespace tfboot

@@ -56,6 +56,22 @@ class LocalJob final : public Job {
   std::vector<JobEvent> events_;
 };
 
+// What the machine's actions do to the command's processes: the loop signals process groups
+// (ChildSet); the unit tests imitate them (tests/unit/supervise_test.cpp), as ninja's do its
+// command runner.
+class ProcessControl {
+ public:
+  virtual ~ProcessControl() = default;
+  virtual void signal(const std::vector<std::size_t>& processes, int signal_number) = 0;
+  // What `process` left in its group gets the signal; false when its group is already empty.
+  virtual bool signal_leftovers(std::size_t process, int signal_number) = 0;
+  virtual void suspend_self() = 0;
+};
+
+// Performs the machine's actions, and those they lead to (a report answered at once by a job
+// decided here), until it has none. `job` may be null: no job to report to.
+void perform_actions(JobMachine& machine, ProcessControl& processes, Job* job, Instant now);
+
 struct SupervisorSettings {
   MachineSettings machine;
   // Each task's name ("worker:1"), and each process's task and name, in `processes` order.

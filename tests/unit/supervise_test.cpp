@@ -17,58 +17,50 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Performs the machine's actions on an imitation of processes and process groups, and writes each
-// as a line ("SIGTERM to 0,1", "leftovers of 2: SIGKILL", "report worker:1 status 7") for the
-// test to compare. A job decided here (LocalJob) answers reports as the real loop does.
-struct FakeWorld {
+// The machine driven by the loop's own dispatcher (perform_actions) over an imitation of the
+// processes and of the job: each action is written as a line ("SIGTERM to 0,1", "leftovers of 2:
+// SIGKILL", "report worker:1 status 7") for the test to compare. The job is either decided here
+// (LocalJob, as `tfboot local` and a one-task job) or a link whose verdict is pending or not.
+struct FakeWorld final : ProcessControl, Job {
   FakeWorld(std::vector<std::string> tasks, std::vector<WatchedProcess> processes, MachineSettings settings)
       : names(tasks), machine(tasks, processes, settings) {}
 
   std::vector<std::string> names;
   JobMachine machine;
-  std::optional<LocalJob> job;
+  std::optional<LocalJob> local;  // a job decided here; unset: a link
+  bool link_verdict_pending = false;
   Instant now{};
   std::vector<std::string> done;      // the actions, in order
   std::map<std::size_t, bool> group;  // an ended process's group still holds something
-  bool pending_verdict_from_link = false;
 
-  void pump() {
-    for (auto actions = machine.take_actions(); !actions.empty(); actions = machine.take_actions()) {
-      for (const SupervisorAction& action : actions) perform(action);
-    }
-  }
-  void perform(const SupervisorAction& action) {
-    using Kind = SupervisorAction::Kind;
+  void pump() { perform_actions(machine, *this, this, now); }
+
+  // ProcessControl
+  void signal(const std::vector<std::size_t>& processes, int signal_number) override {
     std::string ids;
-    for (std::size_t id : action.processes) ids += (ids.empty() ? "" : ",") + std::to_string(id);
-    switch (action.kind) {
-      case Kind::signal:
-        if (!action.processes.empty()) done.push_back(signal_name(action.signal_number) + " to " + ids);
-        break;
-      case Kind::signal_leftovers:
-        for (std::size_t id : action.processes) {
-          if (!group[id]) {
-            machine.on_group_empty(id);
-            continue;
-          }
-          done.push_back("leftovers of " + ids + ": " + signal_name(action.signal_number));
-          if (action.signal_number == SIGKILL) group[id] = false;
-        }
-        break;
-      case Kind::report_exit:
-        done.push_back("report " + names[action.task] + " status " + std::to_string(action.status) + (action.rejoins ? "" : " (not rejoining)"));
-        if (job) {
-          job->report_exit(action.task, action.status, action.detail, action.rejoins);
-          for (const JobEvent& event : job->process({}, now)) machine.on_job_event(event, now);
-          if (!job->verdict_pending()) machine.on_no_verdict();
-        } else if (!pending_verdict_from_link) {
-          machine.on_no_verdict();
-        }
-        break;
-      case Kind::report_stop_signal: done.push_back("report " + signal_name(action.signal_number)); break;
-      case Kind::suspend_self: done.push_back("suspend"); break;
-    }
+    for (std::size_t id : processes) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    if (!processes.empty()) done.push_back(signal_name(signal_number) + " to " + ids);
   }
+  bool signal_leftovers(std::size_t process, int signal_number) override {
+    if (!group[process]) return false;
+    done.push_back("leftovers of " + std::to_string(process) + ": " + signal_name(signal_number));
+    if (signal_number == SIGKILL) group[process] = false;
+    return true;
+  }
+  void suspend_self() override { done.push_back("suspend"); }
+
+  // Job
+  std::vector<JobEvent> process(const std::vector<pollfd>& fds, Instant at) override {
+    return local ? local->process(fds, at) : std::vector<JobEvent>{};
+  }
+  void report_exit(std::size_t task, int status, const std::string& detail, bool rejoins) override {
+    done.push_back("report " + names[task] + " status " + std::to_string(status) + (rejoins ? "" : " (not rejoining)"));
+    if (local) local->report_exit(task, status, detail, rejoins);
+  }
+  void report_stop_signal(int signal_number) override { done.push_back("report " + signal_name(signal_number)); }
+  bool verdict_pending() const override { return local ? local->verdict_pending() : link_verdict_pending; }
+
+  // What happens to the world, then the machine's answer performed:
   void exit(std::size_t process, int status, const std::string& detail = "") {
     machine.on_process_exit(process, status, detail, now);
     pump();
@@ -114,7 +106,7 @@ FakeWorld local_job(int tasks, bool every_task_must_finish, int restarts = 0, in
     members.push_back(JobMember{TaskType::worker, i});
   }
   FakeWorld world(names, processes, local_settings(restarts, max_restarts));
-  world.job.emplace(members, JobRules{every_task_must_finish, restarts, max_restarts, false});
+  world.local.emplace(members, JobRules{every_task_must_finish, restarts, max_restarts, false});
   return world;
 }
 
@@ -229,7 +221,7 @@ TEST_CASE("supervise::JobMachine leftovers") {
   }
   SUBCASE("the task's end is reported at once, before its leftovers are gone") {
     FakeWorld world({"worker:0"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.group[0] = true;
     world.exit(0, 0);
     CHECK(world.take() == Lines{"leftovers of 0: SIGTERM", "report worker:0 status 0"});
@@ -239,7 +231,7 @@ TEST_CASE("supervise::JobMachine leftovers") {
 TEST_CASE("supervise::JobMachine in a pod") {
   SUBCASE("a task done early waits for the job's verdict and ends with it") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.exit(0, 0);
     CHECK_FALSE(world.machine.ended());
     world.verdict({JobEventKind::task_failed, "worker:2", 3, "worker:2 failed with status 3"});
@@ -249,7 +241,7 @@ TEST_CASE("supervise::JobMachine in a pod") {
   }
   SUBCASE("a stop signal ends the wait for the verdict") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.exit(0, 0);
     world.signal(SIGTERM);
     CHECK(world.take() == Lines{"report worker:1 status 0"});
@@ -268,7 +260,7 @@ TEST_CASE("supervise::JobMachine in a pod") {
   }
   SUBCASE("the job done after this task failed, as it ended: part of the job's end, exit 0") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.machine.on_process_exit(0, 1, "", world.now);  // its peer went away
     world.pump();
     CHECK(world.take() == Lines{"report worker:1 status 1"});
@@ -295,7 +287,7 @@ TEST_CASE("supervise::JobMachine in a pod") {
   }
   SUBCASE("the job's stop for this task's own failure ends it with its own status") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.exit(0, 42, "ValueError: bad shard");
     CHECK_FALSE(world.machine.ended());
     world.verdict({JobEventKind::task_failed, "worker:1", 42, "worker:1 failed with status 42: ValueError: bad shard"});
@@ -305,7 +297,7 @@ TEST_CASE("supervise::JobMachine in a pod") {
   }
   SUBCASE("a failed task whose link is lost ends with its own status") {
     FakeWorld world({"worker:1"}, {{0, ""}}, pod_settings());
-    world.pending_verdict_from_link = true;
+    world.link_verdict_pending = true;
     world.exit(0, 42);
     world.machine.on_no_verdict();
     REQUIRE(world.machine.ended());
@@ -356,7 +348,7 @@ TEST_CASE("supervise::LocalJob for a task alone") {
     settings.may_restart = true;
     settings.max_restarts = 1;
     FakeWorld world({"worker:0"}, {{0, ""}}, settings);
-    world.job.emplace(std::vector<JobMember>{JobMember{TaskType::worker, 0}}, JobRules{false, 0, 1, false});
+    world.local.emplace(std::vector<JobMember>{JobMember{TaskType::worker, 0}}, JobRules{false, 0, 1, false});
     world.exit(0, 5);
     REQUIRE(world.machine.ended());
     CHECK(world.machine.end().reason == EndReason::restarting);

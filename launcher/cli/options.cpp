@@ -52,6 +52,8 @@ constexpr OptionSpec option_table[] = {
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
     {"preflight", Kind::value, "LEVEL", "off or quick: every task checks its node (log root, clock, accelerators) before the start",
      "off", true},
+    {"checkpoint-dir", Kind::value, "DIR", "--preflight: also check that this directory takes a write and has room (a URL is not checked)",
+     "none"},
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
     {"control-secret-file", Kind::value, "PATH", "shared secret the job's tasks prove they know", "none"},
     {"control-source-check", Kind::value, "MODE", "on: a task's connection must come from its name's address; off behind a NAT",
@@ -265,6 +267,7 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
   options.cluster_domain = get("cluster-domain");
   options.dns_server = get("dns-server");
   options.log_root = get("log-root");
+  options.checkpoint_dir = get("checkpoint-dir");
   options.port = *get("port");
   options.pod_info_dir = *get("pod-info-dir");
 

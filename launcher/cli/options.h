@@ -47,6 +47,7 @@ struct Options {
   std::chrono::milliseconds start_timeout{};
   EnvCheck env_check{};
   PreflightLevel preflight{};  // docs/preflight.md
+  std::optional<Setting> checkpoint_dir;  // --checkpoint-dir: checked by --preflight
   bool control_source_check = true;  // a task's connection must come from an address its name resolves to
   std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;

@@ -23,8 +23,12 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   hello.processes = settings.processes_per_node;
   hello.preflight = settings.node_figures;
   if (hello.preflight) {  // bounded on the wire as every text is: a path or an error message
-    hello.preflight->log_root = hello.preflight->log_root.substr(0, 4096);
-    hello.preflight->problem = hello.preflight->problem.substr(0, 4096);
+    auto bound = [](DirectoryFigures& directory) {
+      directory.path = directory.path.substr(0, 4096);
+      directory.problem = directory.problem.substr(0, 4096);
+    };
+    bound(hello.preflight->log_root);
+    if (hello.preflight->checkpoint_dir) bound(*hello.preflight->checkpoint_dir);
   }
   hello.tfboot = std::string(TFBOOT_VERSION_STRING " (" TFBOOT_COMMIT ")").substr(0, max_tfboot_version);
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);

@@ -275,7 +275,7 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
     made->clock_offset_for_tests_ms = clock_offset_for_tests(env);
   }
   auto link = join_job(settings, own);
-  if (!link && preflight && link.error().code == exit_code::preflight_refused) observe_preflight(preflight->seconds, false, link.error().message);
+  if (!link && preflight && link.error().code == exit_code::preflight_refused) observe_preflight(*preflight, false, link.error().message);
   if (!link) return std::unexpected(link.error());
   JobMembership membership;
   if (preflight) {
@@ -284,7 +284,7 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
     if (offsets && static_cast<std::size_t>(position) < offsets->size()) preflight->clock_offset_ms = (*offsets)[position];
     log_preflight(*preflight);
     membership.preflight_json = preflight_json(*preflight);
-    observe_preflight(preflight->seconds, true);
+    observe_preflight(*preflight, true);
   }
   membership.joined = true;
   membership.environment_differences = (*link)->start_info().environment_differences;

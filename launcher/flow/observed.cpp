@@ -78,11 +78,18 @@ void observe_job(JobSettings& settings) {
   };
 }
 
-void observe_preflight(double seconds, bool passed, const std::string& refusal) {
+void observe_preflight(const PreflightRecord& checks, bool passed, const std::string& refusal) {
+  auto directory = [](const char* name, const DirectoryFigures& figures) {
+    return observe::StartRecord::PreflightDirectory{name, figures.write_ms / 1000, figures.free_mib, figures.problem.empty()};
+  };
   observe::update([&](observe::StartRecord& record) {
-    record.preflight_seconds = seconds;
+    record.preflight_seconds = checks.seconds;
     record.preflight_passed = passed;
     record.preflight_refusal = refusal;
+    record.preflight_directories = {directory("log_root", checks.node.log_root)};
+    if (checks.node.checkpoint_dir) record.preflight_directories.push_back(directory("checkpoint_dir", *checks.node.checkpoint_dir));
+    record.preflight_accelerators = checks.accelerators;
+    if (checks.clock_offset_ms) record.preflight_clock_offset_seconds = static_cast<double>(*checks.clock_offset_ms) / 1000;
   });
 }
 

@@ -10,6 +10,7 @@
 #include "cli/options.h"
 #include "control/job_settings.h"
 #include "control/protocol/watch.h"
+#include "flow/preflight.h"
 #include "observe/http_server.h"
 #include "plan/plan.h"
 #include "supervise/loop.h"
@@ -28,8 +29,9 @@ std::unique_ptr<HttpServer> serve_metrics_if_asked(const Options& options, const
 // The job's id in the record, and the coordinator's barrier reporting into it.
 void observe_job(JobSettings& settings);
 
-// --preflight: this task's checks' time and the job's verdict (`refusal` when it refused).
-void observe_preflight(double seconds, bool passed, const std::string& refusal = "");
+// --preflight: this task's checks (each one's figure, the time they took) and the job's verdict
+// (`refusal` when it refused).
+void observe_preflight(const PreflightRecord& checks, bool passed, const std::string& refusal = "");
 
 // One of the job's decisions, counted.
 void count_job_event(const JobEvent& event);

@@ -1,4 +1,4 @@
-// The preflight step: the log root's write, fsync and free room; the figures in the log and startup.json.
+// The preflight step: the log root's and checkpoint dir's write, fsync and free room; the figures in the log and startup.json.
 #include "flow/preflight.h"
 
 #include <fcntl.h>
@@ -52,20 +52,22 @@ std::string write_probe(const std::string& directory) {
   return problem;
 }
 
+bool is_url(const std::string& path) { return path.find("://") != std::string::npos; }
+
 }  // namespace
 
-NodeFigures check_log_root(const std::string& log_root) {
+DirectoryFigures check_directory(const std::string& directory) {
   const auto began = std::chrono::steady_clock::now();
-  NodeFigures figures;
-  figures.log_root = nearest_directory(log_root);
-  if (figures.log_root.empty()) {
-    figures.log_root = log_root;
+  DirectoryFigures figures;
+  figures.path = nearest_directory(directory);
+  if (figures.path.empty()) {
+    figures.path = directory;
     figures.problem = "neither it nor a parent is a directory";
     return figures;
   }
-  figures.problem = write_probe(figures.log_root);
+  figures.problem = write_probe(figures.path);
   struct statvfs room{};
-  if (::statvfs(figures.log_root.c_str(), &room) == 0) {
+  if (::statvfs(figures.path.c_str(), &room) == 0) {
     figures.free_mib = static_cast<std::int64_t>(room.f_bavail) * static_cast<std::int64_t>(room.f_frsize) / (1024 * 1024);
   }
   figures.write_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
@@ -75,7 +77,11 @@ NodeFigures check_log_root(const std::string& log_root) {
 PreflightRecord check_this_node(const Options& options, const Fingerprint& own) {
   const auto began = std::chrono::steady_clock::now();
   PreflightRecord record;
-  record.node = check_log_root(options.log_root ? options.log_root->value : "/logs");
+  record.node.log_root = check_directory(options.log_root ? options.log_root->value : "/logs");
+  if (options.checkpoint_dir) {
+    if (is_url(options.checkpoint_dir->value)) record.checkpoint_dir_unchecked = options.checkpoint_dir->value;
+    else record.node.checkpoint_dir = check_directory(options.checkpoint_dir->value);
+  }
   record.accelerators = accelerator_count(own);
   record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return record;
@@ -88,13 +94,25 @@ Result<void> judge_alone(const PreflightRecord& record, const std::string& task,
   return make_error(exit_code::preflight_refused, preflight_refusal_message(verdict));
 }
 
+namespace {
+
+nlohmann::ordered_json directory_json(const DirectoryFigures& directory) {
+  return {{"path", directory.path}, {"writable", directory.problem.empty()}, {"write_ms", directory.write_ms}, {"free_mib", directory.free_mib}};
+}
+
+}  // namespace
+
 std::string preflight_json(const PreflightRecord& record) {
   nlohmann::ordered_json out;
   out["level"] = "quick";
   out["verdict"] = "passed";  // a refused start writes no startup.json
   out["seconds"] = record.seconds;
-  out["log_root"] = {{"path", record.node.log_root}, {"writable", record.node.problem.empty()},
-                     {"write_ms", record.node.write_ms}, {"free_mib", record.node.free_mib}};
+  out["log_root"] = directory_json(record.node.log_root);
+  if (record.node.checkpoint_dir) {
+    out["checkpoint_dir"] = directory_json(*record.node.checkpoint_dir);
+  } else if (!record.checkpoint_dir_unchecked.empty()) {
+    out["checkpoint_dir"] = {{"path", record.checkpoint_dir_unchecked}, {"checked", false}};
+  }
   out["accelerators"] = record.accelerators;
   out["clock_offset_ms"] = record.clock_offset_ms ? nlohmann::ordered_json(*record.clock_offset_ms) : nlohmann::ordered_json();
   const PreflightBounds bounds;
@@ -103,8 +121,16 @@ std::string preflight_json(const PreflightRecord& record) {
 }
 
 void log_preflight(const PreflightRecord& record) {
-  log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free), {} accelerators, clock {}", record.node.log_root,
-            record.node.write_ms, record.node.free_mib, record.accelerators,
+  const DirectoryFigures& logs = record.node.log_root;
+  std::string checkpoint;
+  if (record.node.checkpoint_dir) {
+    const DirectoryFigures& dir = *record.node.checkpoint_dir;
+    checkpoint = fmt::format(", checkpoint dir {} writable ({:.1f} ms, {} MiB free)", dir.path, dir.write_ms, dir.free_mib);
+  } else if (!record.checkpoint_dir_unchecked.empty()) {
+    checkpoint = ", checkpoint dir " + record.checkpoint_dir_unchecked + " not checked (not a local path)";
+  }
+  log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free){}, {} accelerators, clock {}", logs.path,
+            logs.write_ms, logs.free_mib, checkpoint, record.accelerators,
             record.clock_offset_ms ? std::to_string(*record.clock_offset_ms) + " ms off the coordinator's" : "not compared (no coordinator)");
 }
 

@@ -1,5 +1,5 @@
 // The preflight step of the flow (docs/preflight.md): this task's look at its node (can the log
-// root take a write, and how much room is there), the verdict of a task alone, and startup.json's
+// root and the checkpoint dir take a write, and how much room is there), the verdict of a task alone, and startup.json's
 // "preflight" object. Effectful; the job's verdict is control/protocol/preflight.h's, at the barrier.
 #pragma once
 
@@ -14,20 +14,22 @@
 
 namespace tfboot {
 
-// Writes a small file into `log_root` (or, when it does not exist yet, into its nearest existing
-// parent, where tfboot would create it), fsyncs and removes it; the free room of that file system.
-// Never fails: what went wrong is NodeFigures::problem ("No space left on device").
-NodeFigures check_log_root(const std::string& log_root);
+// Writes a small file into `directory` (or, when it does not exist yet, into its nearest existing
+// parent, where tfboot or the trainer would create it), fsyncs and removes it; the free room of
+// that file system. Never fails: what went wrong is DirectoryFigures::problem ("No space left on device").
+DirectoryFigures check_directory(const std::string& directory);
 
 // What this task's preflight found, for the log, startup.json and /status.
 struct PreflightRecord {
   NodeFigures node;
+  std::string checkpoint_dir_unchecked;  // --checkpoint-dir when it is a URL (gs://, s3://): not ours to probe
   int accelerators = 0;
   std::optional<std::int64_t> clock_offset_ms;  // as the coordinator measured it; none for a task alone
   double seconds = 0;                           // this task's checks
 };
 
-// This task's checks: the log root (--log-root, /logs by default) and the GPUs its fingerprint counts.
+// This task's checks: the log root (--log-root, /logs by default), --checkpoint-dir when given, and
+// the GPUs its fingerprint counts.
 PreflightRecord check_this_node(const Options& options, const Fingerprint& own);
 // A task without the control channel judges itself: exit 8 naming what is wrong.
 Result<void> judge_alone(const PreflightRecord& record, const std::string& task, const std::string& host);

@@ -268,12 +268,12 @@ Result<JobMembership> pass_start_barrier_if_supervised(const Options& options, c
     const Fingerprint own = read_fingerprint(env, options.command.empty() ? default_command : options.command);
     const PreflightRecord preflight = check_this_node(options, own);
     if (auto judged = judge_alone(preflight, plan.identity.task(), plan.hostname.name); !judged) {
-      observe_preflight(preflight.seconds, false, judged.error().message);
+      observe_preflight(preflight, false, judged.error().message);
       return std::unexpected(judged.error());
     }
     log_preflight(preflight);
     alone.preflight_json = preflight_json(preflight);
-    observe_preflight(preflight.seconds, true);
+    observe_preflight(preflight, true);
   }
   alone.restarts = restarts;
   alone.max_restarts = runs_as_init(options, plan, nodes) && !options.print ? options.max_restarts : 0;

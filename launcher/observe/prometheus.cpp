@@ -70,6 +70,22 @@ std::string render_metrics(const StartRecord& record) {
   if (record.preflight_seconds) out.sample("tfboot_preflight_seconds", *record.preflight_seconds);
   out.family("tfboot_preflight_passed", "gauge", "--preflight: 1 when the job's verdict let it start, 0 when it refused.");
   if (record.preflight_passed) out.sample("tfboot_preflight_passed", *record.preflight_passed ? 1 : 0);
+  out.family("tfboot_preflight_writable", "gauge", "--preflight: 1 when a small write and fsync in the directory worked.");
+  for (const auto& dir : record.preflight_directories) {
+    out.sample("tfboot_preflight_writable", dir.writable ? 1 : 0, fmt::format("directory=\"{}\"", dir.name));
+  }
+  out.family("tfboot_preflight_write_seconds", "gauge", "--preflight: the directory's write, fsync and removal.");
+  for (const auto& dir : record.preflight_directories) {
+    out.sample("tfboot_preflight_write_seconds", dir.write_seconds, fmt::format("directory=\"{}\"", dir.name));
+  }
+  out.family("tfboot_preflight_free_bytes", "gauge", "--preflight: room left in the directory's file system.");
+  for (const auto& dir : record.preflight_directories) {
+    out.sample("tfboot_preflight_free_bytes", static_cast<double>(dir.free_mib) * 1024 * 1024, fmt::format("directory=\"{}\"", dir.name));
+  }
+  out.family("tfboot_preflight_accelerators", "gauge", "--preflight: the GPUs this task sees.");
+  if (record.preflight_accelerators) out.sample("tfboot_preflight_accelerators", *record.preflight_accelerators);
+  out.family("tfboot_preflight_clock_offset_seconds", "gauge", "--preflight: this task's wall clock less the coordinator's.");
+  if (record.preflight_clock_offset_seconds) out.sample("tfboot_preflight_clock_offset_seconds", *record.preflight_clock_offset_seconds);
   out.family("tfboot_restarts", "gauge", "Earlier starts of this task in the same log dir, as startup.json counts them.");
   out.sample("tfboot_restarts", record.restarts);
   out.family("tfboot_job_restarts", "gauge", "The job's restarts in place so far, as its coordinator counts them.");

@@ -71,6 +71,17 @@ struct StartRecord {
   std::optional<double> preflight_seconds;
   std::optional<bool> preflight_passed;
   std::string preflight_refusal;  // the verdict's one line when refused
+  // Each check's figure for this task: the directories probed ("log_root", "checkpoint_dir"), the
+  // GPUs counted, the clock's offset from the coordinator's (a task alone has none).
+  struct PreflightDirectory {
+    std::string name;
+    double write_seconds = 0;
+    std::int64_t free_mib = 0;
+    bool writable = false;
+  };
+  std::vector<PreflightDirectory> preflight_directories;
+  std::optional<int> preflight_accelerators;
+  std::optional<double> preflight_clock_offset_seconds;
 };
 
 // /readyz: the command has started, after the barrier where there is one.

@@ -124,6 +124,29 @@ def test_a_task_alone_checks_its_own_log_root(tfboot, tmp_path, full_tmpfs):
     assert preflight["verdict"] == "passed" and preflight["clock_offset_ms"] is None
 
 
+def test_a_full_checkpoint_dir_is_named_and_a_url_is_left_to_the_trainer(net, tfboot, tmp_path, full_tmpfs):
+    pods = net.add_job_pods(2)
+    logs = tmp_path / "logs"
+    checkpoints = tmp_path / "checkpoints"
+    dirs = [checkpoints / "run-1", full_tmpfs / "run-1"]   # neither made yet: the trainer makes them
+    procs = [start(net, tfboot, pod, logs, 2, {"TFBOOT_CHECKPOINT_DIR": str(d)}) for pod, d in zip(pods, dirs)]
+    results = communicate_all(procs, 60)
+    assert_refused_everywhere(results, f"preflight refused the start: worker:1 (host 'mnist-worker-1'): checkpoint dir "
+                                       f"{full_tmpfs} not writable: No space left on device")
+    # A URL (gs://, s3://) is the trainer's to reach: said, not probed, and the job starts.
+    procs = [start(net, tfboot, pod, logs, 2, {"TFBOOT_CHECKPOINT_DIR": d})
+             for pod, d in zip(pods, [str(checkpoints), "gs://bucket/run-1"])]
+    results = communicate_all(procs, 60)
+    assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
+    assert f"checkpoint dir {tmp_path} writable (" in results[0][2]
+    assert "checkpoint dir gs://bucket/run-1 not checked (not a local path)" in results[1][2]
+    first = json.loads((logs / "worker_0" / "startup.json").read_text())["preflight"]
+    assert first["checkpoint_dir"]["path"] == str(tmp_path) and first["checkpoint_dir"]["writable"] is True
+    second = json.loads((logs / "worker_1" / "startup.json").read_text())["preflight"]
+    assert second["checkpoint_dir"] == {"path": "gs://bucket/run-1", "checked": False}
+    assert not checkpoints.exists()
+
+
 # Prints each page as one JSON string per line.
 FETCH = ("import json, sys, urllib.request\n"
          "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
@@ -147,6 +170,10 @@ def test_the_verdict_is_in_metrics_and_status(net, tfboot, tmp_path):
     metrics, status = (json.loads(page) for page in fetched)
     assert "\ntfboot_preflight_passed 1\n" in metrics
     assert "tfboot_preflight_seconds " in metrics
+    assert '\ntfboot_preflight_writable{directory="log_root"} 1\n' in metrics
+    assert 'tfboot_preflight_free_bytes{directory="log_root"} ' in metrics
+    assert "\ntfboot_preflight_accelerators 0\n" in metrics
+    assert "\ntfboot_preflight_clock_offset_seconds " in metrics
     assert json.loads(status)["preflight"]["passed"] is True
     results = communicate_all(procs, 60)
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]

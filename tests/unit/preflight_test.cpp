@@ -17,7 +17,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-NodeFigures writable(std::int64_t free_mib = 10'000) { return NodeFigures{"/logs", "", free_mib, 0.4}; }
+NodeFigures writable(std::int64_t free_mib = 10'000) { return NodeFigures{{"/logs", "", free_mib, 0.4}, std::nullopt}; }
 
 TaskPreflight task(const std::string& name, int accelerators = 4, std::optional<std::int64_t> offset = 0,
                    std::optional<NodeFigures> node = writable()) {
@@ -47,7 +47,7 @@ TEST_CASE("preflight::judge_preflight") {
     CHECK(judge_preflight({task("worker:0"), task("worker:1"), task("worker:2", 4, -1500)}, bounds).passed());
   }
   SUBCASE("a log root that cannot be written is named with its host and the system's reason") {
-    auto verdict = judge_preflight({task("worker:0"), task("worker:3", 4, 0, NodeFigures{"/logs", "No space left on device", 0, 0.1})}, bounds);
+    auto verdict = judge_preflight({task("worker:0"), task("worker:3", 4, 0, NodeFigures{{"/logs", "No space left on device", 0, 0.1}, std::nullopt})}, bounds);
     REQUIRE(verdict.refusals.size() == 1);
     CHECK(preflight_refusal_message(verdict) ==
           "preflight refused the start: worker:3 (host 'host-3'): log root /logs not writable: No space left on device");
@@ -56,6 +56,17 @@ TEST_CASE("preflight::judge_preflight") {
     auto verdict = judge_preflight({task("worker:0"), task("worker:1", 4, 0, writable(12))}, bounds);
     REQUIRE(verdict.refusals.size() == 1);
     CHECK(verdict.refusals[0] == "worker:1 (host 'host-1'): log root /logs has 12 MiB free (at least 64 needed)");
+  }
+  SUBCASE("a checkpoint dir that cannot be written, or has no room, is named beside the log root's") {
+    NodeFigures read_only = writable();
+    read_only.checkpoint_dir = DirectoryFigures{"/ckpt", "Read-only file system", 900, 0.2};
+    NodeFigures full = writable(12);
+    full.checkpoint_dir = DirectoryFigures{"/ckpt", "", 3, 0.2};
+    auto verdict = judge_preflight({task("worker:0"), task("worker:1", 4, 0, read_only), task("worker:2", 4, 0, full)}, bounds);
+    REQUIRE(verdict.refusals.size() == 3);
+    CHECK(verdict.refusals[0] == "worker:1 (host 'host-1'): checkpoint dir /ckpt not writable: Read-only file system");
+    CHECK(verdict.refusals[1] == "worker:2 (host 'host-2'): log root /logs has 12 MiB free (at least 64 needed)");
+    CHECK(verdict.refusals[2] == "worker:2 (host 'host-2'): checkpoint dir /ckpt has 3 MiB free (at least 64 needed)");
   }
   SUBCASE("a clock beyond the bound either way is named; at the bound it passes") {
     auto verdict = judge_preflight({task("worker:0"), task("worker:1", 4, 2000), task("worker:2", 4, -2001), task("worker:3", 4, 2500)}, bounds);
@@ -89,7 +100,7 @@ TEST_CASE("preflight::judge_preflight") {
 }
 
 TEST_CASE("preflight::the figures travel in the hello and the offsets in the start") {
-  Hello hello = hello_from("worker:1", 2, NodeFigures{"/logs", "Read-only file system", 5, 1.25});
+  Hello hello = hello_from("worker:1", 2, NodeFigures{{"/logs", "Read-only file system", 5, 1.25}, DirectoryFigures{"/ckpt", "", 900, 0.5}});
   hello.wall_ms = 1'764'700'000'123;
   auto parsed = parse_message(encode(hello).substr(0, encode(hello).size() - 1), Sender::task);
   REQUIRE(parsed);
@@ -145,26 +156,26 @@ TEST_CASE("preflight::the barrier refuses a bad node with its own exit code, and
   }
 }
 
-TEST_CASE("preflight::check_log_root") {
+TEST_CASE("preflight::check_directory") {
   const auto directory = std::filesystem::temp_directory_path() / ("tfboot-preflight-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   SUBCASE("a writable directory: no problem, the room measured, nothing left behind") {
-    NodeFigures figures = check_log_root(directory.string());
+    DirectoryFigures figures = check_directory(directory.string());
     CHECK(figures.problem == "");
-    CHECK(figures.log_root == directory.string());
+    CHECK(figures.path == directory.string());
     CHECK(figures.free_mib > 0);
     CHECK(std::filesystem::is_empty(directory));
   }
-  SUBCASE("a log root not made yet is checked in its nearest parent") {
-    NodeFigures figures = check_log_root((directory / "a" / "b").string());
+  SUBCASE("a directory not made yet is checked in its nearest parent") {
+    DirectoryFigures figures = check_directory((directory / "a" / "b").string());
     CHECK(figures.problem == "");
-    CHECK(figures.log_root == directory.string());
+    CHECK(figures.path == directory.string());
     CHECK_FALSE(std::filesystem::exists(directory / "a"));
   }
   SUBCASE("a file in the way is a problem") {
     std::filesystem::path file = directory / "file";
     { std::ofstream(file) << "x"; }
-    NodeFigures figures = check_log_root((file / "logs").string());
+    DirectoryFigures figures = check_directory((file / "logs").string());
     CHECK(figures.problem == "neither it nor a parent is a directory");
   }
   std::filesystem::remove_all(directory);

@@ -60,6 +60,13 @@ ordered_json progress_json(const BarrierProgress& progress) {
   return {{"present", progress.present}, {"total", progress.total}, {"missing", progress.missing}};
 }
 
+// A directory's preflight figures; `path_key` names its path ("log_root" at the top of the hello's
+// preflight, as protocol 2 first sent it; "path" in the checkpoint dir's object).
+ordered_json directory_json(const DirectoryFigures& directory, const char* path_key) {
+  return {{path_key, directory.path}, {"problem", directory.problem}, {"free_mib", directory.free_mib},
+          {"write_us", static_cast<std::int64_t>(directory.write_ms * 1000)}};
+}
+
 struct Encoder {
   ordered_json& out;
   void operator()(const Challenge& m) {
@@ -86,8 +93,9 @@ struct Encoder {
     out["tfboot"] = m.tfboot;
     if (m.processes > 0) out["processes"] = m.processes;
     if (m.preflight) {
-      out["preflight"] = {{"log_root", m.preflight->log_root}, {"problem", m.preflight->problem},
-                          {"free_mib", m.preflight->free_mib}, {"write_us", static_cast<std::int64_t>(m.preflight->write_ms * 1000)}};
+      // The log root's figures at the top (as protocol 2 first sent them), the checkpoint dir's beside.
+      out["preflight"] = directory_json(m.preflight->log_root, "log_root");
+      if (m.preflight->checkpoint_dir) out["preflight"]["checkpoint_dir"] = directory_json(*m.preflight->checkpoint_dir, "path");
     }
     if (m.wall_ms) out["wall_ms"] = *m.wall_ms;
   }
@@ -285,6 +293,15 @@ Message parse_challenge(Fields& f) {
   return challenge;
 }
 
+DirectoryFigures directory_from(Fields& f, const char* path_key) {
+  DirectoryFigures directory;
+  directory.path = f.text(path_key, max_text);
+  directory.problem = f.text("problem", max_text);
+  directory.free_mib = f.long_integer("free_mib", 0, max_mib);
+  directory.write_ms = static_cast<double>(f.long_integer("write_us", 0, max_micros)) / 1000;
+  return directory;
+}
+
 Message parse_hello(Fields& f) {
   Hello hello;
   hello.job = f.hex("job", 16, 16);
@@ -308,10 +325,14 @@ Message parse_hello(Fields& f) {
     if (const json* object = f.find("preflight", &json::is_object, "an object")) {
       Fields inner(*object);
       NodeFigures node;
-      node.log_root = inner.text("log_root", max_text);
-      node.problem = inner.text("problem", max_text);
-      node.free_mib = inner.long_integer("free_mib", 0, max_mib);
-      node.write_ms = static_cast<double>(inner.long_integer("write_us", 0, max_micros)) / 1000;
+      node.log_root = directory_from(inner, "log_root");
+      if (inner.has("checkpoint_dir")) {
+        if (const json* checkpoint = inner.find("checkpoint_dir", &json::is_object, "an object")) {
+          Fields dir(*checkpoint);
+          node.checkpoint_dir = directory_from(dir, "path");
+          if (dir.problem) inner.reject("checkpoint_dir", *dir.problem);
+        }
+      }
       if (inner.problem) f.reject("preflight", *inner.problem);
       hello.preflight = node;
     }

@@ -1,4 +1,4 @@
-// The quick preflight's verdict: a task's node figures, its clock, its accelerators against its type's.
+// The quick preflight's verdict: a task's directories, its clock, its accelerators against its type's.
 #include "control/protocol/preflight.h"
 
 #include <map>
@@ -26,6 +26,17 @@ std::map<std::string, int> usual_accelerators(const std::vector<TaskPreflight>& 
   return usual;
 }
 
+// "log root /logs not writable: ..." or "... has 12 MiB free (at least 64 needed)"; nothing when fine.
+void judge_directory(const std::string& what, const DirectoryFigures& directory, const PreflightBounds& bounds,
+                     std::vector<std::string>& problems) {
+  if (!directory.problem.empty()) {
+    problems.push_back(what + " " + directory.path + " not writable: " + directory.problem);
+  } else if (directory.free_mib < bounds.min_free_mib) {
+    problems.push_back(what + " " + directory.path + " has " + std::to_string(directory.free_mib) + " MiB free (at least " +
+                       std::to_string(bounds.min_free_mib) + " needed)");
+  }
+}
+
 }  // namespace
 
 PreflightVerdict judge_preflight(const std::vector<TaskPreflight>& tasks, const PreflightBounds& bounds) {
@@ -37,11 +48,9 @@ PreflightVerdict judge_preflight(const std::vector<TaskPreflight>& tasks, const 
     std::vector<std::string> problems;
     if (!task.node) {
       problems.push_back("reported no preflight figures (its --preflight is off, or its tfboot is older)");
-    } else if (!task.node->problem.empty()) {
-      problems.push_back("log root " + task.node->log_root + " not writable: " + task.node->problem);
-    } else if (task.node->free_mib < bounds.min_free_mib) {
-      problems.push_back("log root " + task.node->log_root + " has " + std::to_string(task.node->free_mib) + " MiB free (at least " +
-                         std::to_string(bounds.min_free_mib) + " needed)");
+    } else {
+      judge_directory("log root", task.node->log_root, bounds, problems);
+      if (task.node->checkpoint_dir) judge_directory("checkpoint dir", *task.node->checkpoint_dir, bounds, problems);
     }
     if (task.clock_offset_ms && (*task.clock_offset_ms > bounds.max_clock_offset_ms || *task.clock_offset_ms < -bounds.max_clock_offset_ms)) {
       problems.push_back("clock " + std::to_string(*task.clock_offset_ms) + " ms off the coordinator's (at most " +

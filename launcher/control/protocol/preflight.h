@@ -12,18 +12,25 @@
 
 namespace tfboot {
 
-// What a task found on its own node, said in its hello.
-struct NodeFigures {
-  std::string log_root;   // the directory written to: the log root, or its nearest existing parent
-  std::string problem;    // "" when a small file was written, fsynced and removed
+// One directory's probe: a small file written, fsynced and removed, and the room left.
+struct DirectoryFigures {
+  std::string path;       // the directory written to: the one named, or its nearest existing parent
+  std::string problem;    // "" when the write, fsync and removal worked
   std::int64_t free_mib = 0;
   double write_ms = 0;    // the write, fsync and removal
+  friend bool operator==(const DirectoryFigures&, const DirectoryFigures&) = default;
+};
+
+// What a task found on its own node, said in its hello.
+struct NodeFigures {
+  DirectoryFigures log_root;
+  std::optional<DirectoryFigures> checkpoint_dir;  // --checkpoint-dir, when given as a local path
   friend bool operator==(const NodeFigures&, const NodeFigures&) = default;
 };
 
 struct PreflightBounds {
   std::int64_t max_clock_offset_ms = 2000;  // from the coordinator's wall clock
-  std::int64_t min_free_mib = 64;           // in the log root
+  std::int64_t min_free_mib = 64;           // in the log root and the checkpoint directory
 };
 
 struct TaskPreflight {
@@ -36,7 +43,7 @@ struct TaskPreflight {
 };
 
 struct PreflightVerdict {
-  std::vector<std::string> refusals;  // "worker:3 (host 'h'): log root /logs not writable: ..."
+  std::vector<std::string> refusals;  // "worker:3 (host 'h'): log root /logs not writable: ..."; "checkpoint dir ..."
   bool passed() const { return refusals.empty(); }
 };
 

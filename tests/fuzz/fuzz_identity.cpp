@@ -5,6 +5,7 @@
 
 #include "fields.h"
 
+#include "cli/options.h"
 #include "plan/identity.h"
 #include "plan/kubernetes.h"
 

@@ -133,7 +133,12 @@ def test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind(net, tfboot,
         assert [row[0] for row in rows] == list(range(restarts + 1)), task
         first, middle, last = rows[1], rows[restarts // 2], rows[-1]
         print(f"{task}: fds, threads, RSS KiB after restart 1: {first[1:]}, 25: {middle[1:]}, 50: {last[1:]}")
-        assert last[1] == first[1], (task, "descriptors", rows)
+        # A sample may still see tfboot's end of the pipe that reports a failed exec: tfboot closes
+        # it when the exec closes the other end, and the command can run first (seen under ASan in
+        # a few samples in ten). That is one descriptor, gone by the next sample; a leak stays in
+        # every later sample, so the fewest in the last ten restarts is the fewest in the first ten.
+        fds = [row[1] for row in rows[1:]]
+        assert max(fds) <= min(fds) + 1 and min(fds[-10:]) <= min(fds[:10]), (task, "descriptors", rows)
         assert last[2] == first[2], (task, "threads", rows)
         # startup.json's history grows to its 20 entries over the first restarts; after that a
         # leak of even a few KiB per restart would add up. (ASan's quarantine holds freed memory.)

@@ -28,7 +28,8 @@ WORKDIR = "/app"
 
 # What train.py is in README's image: here a shell script that says what tfboot gave it, and
 # fails once where TRAIN_FAIL_ONCE names its task (worker:1), with TRAIN_FAIL_STATUS (default 3),
-# remembering that in /checkpoints as a trainer remembers its step; the others train for
+# remembering that in /checkpoints as a trainer remembers its step, a second after its start (so
+# that the job's stop does not come before the others' first line); the others train for
 # TRAIN_SECONDS (default 0), so that a failure comes while they still run.
 TRAIN_SH = """\
 echo "train: task=$TFBOOT_TASK_TYPE:$TFBOOT_TASK_INDEX restart=$TFBOOT_RESTART_COUNT pwd=$(pwd) started=$(date +%s)"
@@ -36,6 +37,7 @@ echo "train: TF_CONFIG=$TF_CONFIG"
 echo "train: JOB_COMPLETION_INDEX=${JOB_COMPLETION_INDEX-unset}"
 if [ "$TRAIN_FAIL_ONCE" = "$TFBOOT_TASK_TYPE:$TFBOOT_TASK_INDEX" ] && [ ! -e /checkpoints/failed-once ]; then
   touch /checkpoints/failed-once
+  sleep 1
   echo "train: failing with status ${TRAIN_FAIL_STATUS:-3}"
   exit "${TRAIN_FAIL_STATUS:-3}"
 fi

@@ -18,7 +18,7 @@ from paths import REPO_DIR
 # The integration tests that drive tfboot's memory handling: its parsers (flags, env, platform files,
 # PTR answers, the control channel's messages, the torch error file), its buffers (each task's output
 # lines under `tfboot local`, the metrics server's requests under a flood), descriptors past 1024
-# and leaks over many restarts. scripts/test runs these a second time on the ASan+UBSan binary
+# and leaks over many restarts, the network preflight's threads. scripts/test runs these a second time on the ASan+UBSan binary
 # (`-m sanitize`; TFBOOT_SANITIZE_ALL=1 runs every test there), which leaves out the tests of
 # waits, restarts and scale that spend their time in DNS schedules and stop windows. A file's
 # name takes all its tests, "file::test" one test with all its parameters.
@@ -35,6 +35,8 @@ SANITIZE = {
     "test_supervision.py::test_with_a_secret_strangers_holding_connections_cannot_keep_the_job_from_starting",
     "test_supervision.py::test_a_stranger_claiming_a_task_is_dropped_and_the_real_task_joins",
     "test_restarts.py::test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind",
+    "test_preflight.py::test_network_level_refuses_a_job_with_a_slow_node_and_names_it",
+    "test_preflight.py::test_network_level_with_healthy_nodes_starts_and_records_the_figures",
 }
 
 

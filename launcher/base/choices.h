@@ -11,6 +11,6 @@ enum class EnvCheck { warn, fail, off };
 // Whose environment each process of the command gets (docs/frameworks.md: PyTorch and JAX).
 enum class Framework { tensorflow, pytorch, jax };
 // What every task checks between the barrier's gathering and the command (docs/preflight.md).
-enum class PreflightLevel { off, quick };
+enum class PreflightLevel { off, quick, network };  // network: quick, then every task's links
 
 }  // namespace tfboot

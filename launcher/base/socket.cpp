@@ -107,4 +107,23 @@ std::string address_of_peer(std::string_view peer) {
   return std::string(host);
 }
 
+std::string local_address(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) return "";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (address.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in&>(address).sin_addr, text, sizeof text);
+    return text;
+  }
+  if (address.ss_family != AF_INET6) return "";
+  const in6_addr& v6 = reinterpret_cast<sockaddr_in6&>(address).sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {  // a dual-stack listener's IPv4 connection: said as IPv4
+    ::inet_ntop(AF_INET, &v6.s6_addr[12], text, sizeof text);
+    return text;
+  }
+  ::inet_ntop(AF_INET6, &v6, text, sizeof text);
+  return text;
+}
+
 }  // namespace tfboot

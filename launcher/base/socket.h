@@ -48,6 +48,9 @@ AcceptedConnection accept_one(int listener, std::string_view what);
 
 // "10.0.0.7" of "10.0.0.7:41234", "fd00::7" of "[fd00::7]:41234".
 std::string address_of_peer(std::string_view peer);
+// Our own end's address of a connected socket, numeric, without the port ("" when unknown); an
+// IPv4 peer of a dual-stack listener gives the IPv4 address.
+std::string local_address(int fd);
 
 // poll(2) until `until` (a minute at most); EINTR is a wake-up with nothing ready. Any other
 // failure is exit_code::resources, naming `what`.

@@ -50,8 +50,11 @@ constexpr OptionSpec option_table[] = {
     {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220", true},
     {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "30m", true},
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
-    {"preflight", Kind::value, "LEVEL", "off or quick: every task checks its node (log root, clock, accelerators) before the start",
+    {"preflight", Kind::value, "LEVEL", "off, quick (every task checks its node: log root, clock, accelerators) or network (also its links) before the start",
      "off", true},
+    {"preflight-port", Kind::value, "N", "--preflight network: the port each task measures its links on", "2221", true},
+    {"preflight-refuse-below", Kind::value, "RATIO", "--preflight network: refuse a start when a task's throughput is under this share of the job's median; 0 = only warn",
+     "0.1", true},
     {"checkpoint-dir", Kind::value, "DIR", "--preflight: also check that this directory takes a write and has room (a URL is not checked)",
      "none"},
     {"stop-grace", Kind::value, "DURATION", "SIGTERM to the command, SIGKILL this long after", "30s", true},
@@ -196,7 +199,7 @@ constexpr Choice<IdentityFrom> identity_from_choices[] = {
 constexpr Choice<AddressMode> address_choices[] = {{"name", AddressMode::name}, {"ip", AddressMode::ip}};
 constexpr Choice<bool> unknown_variables_choices[] = {{"error", false}, {"warn", true}};
 constexpr Choice<EnvCheck> env_check_choices[] = {{"warn", EnvCheck::warn}, {"fail", EnvCheck::fail}, {"off", EnvCheck::off}};
-constexpr Choice<PreflightLevel> preflight_choices[] = {{"off", PreflightLevel::off}, {"quick", PreflightLevel::quick}};
+constexpr Choice<PreflightLevel> preflight_choices[] = {{"off", PreflightLevel::off}, {"quick", PreflightLevel::quick}, {"network", PreflightLevel::network}};
 constexpr Choice<bool> on_off_choices[] = {{"on", true}, {"off", false}};
 constexpr Choice<std::string_view> log_level_choices[] = {
     {"trace", "trace"}, {"debug", "debug"}, {"info", "info"}, {"warn", "warn"}, {"error", "error"}};
@@ -218,6 +221,14 @@ Result<T> parse_choice(const Setting& setting, const Choice<T> (&choices)[N]) {
 using RawSettings = std::map<std::string, Setting, std::less<>>;
 
 // 0..max written in decimal digits only, else nothing.
+// "0.1", "0", "1": a share from 0 to 1.
+std::optional<double> ratio_number(const std::string& text) {
+  double value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc{} || end != text.data() + text.size() || !(value >= 0 && value <= 1)) return std::nullopt;
+  return value;
+}
+
 std::optional<int> whole_number(const Setting& setting, int max) {
   int value = -1;
   auto [end, error] = std::from_chars(setting.value.data(), setting.value.data() + setting.value.size(), value);
@@ -307,6 +318,17 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     return usage_error(quoted(*get("metrics-port")) + " is the control channel's port too (" + quoted(*get("control-port")) +
                        "); choose another");
   }
+  if (auto port = get("preflight-port"); auto number = whole_number(*port, 65535)) {
+    if (*number == 0) return usage_error(port->source + " '0' must be a port number 1..65535");
+    options.preflight_port = *number;
+  } else {
+    return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535");
+  }
+  if (auto ratio = get("preflight-refuse-below"); auto share = ratio_number(ratio->value)) {
+    options.preflight_refuse_below = *share;
+  } else {
+    return usage_error(ratio->source + " '" + ratio->value + "' must be a ratio from 0 to 1 (0.1: a tenth of the job's median)");
+  }
   for (auto checked : {choose("env-check", env_check_choices, options.env_check),
                        choose("preflight", preflight_choices, options.preflight),
                        choose("control-source-check", on_off_choices, options.control_source_check),
@@ -316,6 +338,18 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
                        choose("framework", framework_choices, options.framework),
                        choose("unknown-variables", unknown_variables_choices, options.warn_unknown_variables)}) {
     if (!checked) return std::unexpected(checked.error());
+  }
+  // The network level's port beside the job's others (a task's own port is checked with the plan).
+  struct Taken {
+    const char* option;
+    const char* what;
+    int port;
+  };
+  for (const Taken& taken : {Taken{"control-port", "the control channel", options.control_port},
+                             Taken{"metrics-port", "the metrics server", options.metrics_port}}) {
+    if (options.preflight != PreflightLevel::network || taken.port != options.preflight_port) continue;
+    return usage_error(quoted(*get("preflight-port")) + " is " + taken.what + "'s port too (" + quoted(*get(taken.option)) +
+                       "); choose another");
   }
   options.framework_given = raw.contains("framework");
   options.nproc_per_node = *get("nproc-per-node");

@@ -48,6 +48,8 @@ struct Options {
   EnvCheck env_check{};
   PreflightLevel preflight{};  // docs/preflight.md
   std::optional<Setting> checkpoint_dir;  // --checkpoint-dir: checked by --preflight
+  int preflight_port = 2221;               // --preflight network: where each task measures its links
+  double preflight_refuse_below = 0.1;     // --preflight network: a share of the job's median throughput
   bool control_source_check = true;  // a task's connection must come from an address its name resolves to
   std::chrono::milliseconds stop_grace{};
   std::optional<Setting> control_secret_file;

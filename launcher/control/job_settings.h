@@ -72,6 +72,9 @@ struct JobSettings {
   // found on its node for its hello, and a shift of the wall clock the hello reports (tests only).
   PreflightLevel preflight = PreflightLevel::off;
   std::optional<NodeFigures> node_figures;
+  // --preflight network: the port this task measures its links on, and the verdict's bounds.
+  int network_port = 2221;
+  NetworkBounds network_bounds;
   std::int64_t clock_offset_for_tests_ms = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include "control/auth.h"
 #include "control/join_sides.h"
+#include "control/network_probe.h"
 #include "version.h"
 
 namespace tfboot {
@@ -31,13 +32,23 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
     if (hello.preflight->checkpoint_dir) bound(*hello.preflight->checkpoint_dir);
   }
   hello.tfboot = std::string(TFBOOT_VERSION_STRING " (" TFBOOT_COMMIT ")").substr(0, max_tfboot_version);
-  if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now);
+  // --preflight network, at the job's first start (a restart in place keeps the nodes it measured):
+  // the probe's port is ours before the hello says it.
+  std::optional<NetworkProbe> probe;
+  if (settings.preflight == PreflightLevel::network && settings.restarts == 0 && settings.tasks.size() > 1) {
+    auto opened = NetworkProbe::open(settings.network_port, settings.job_id);
+    if (!opened) return std::unexpected(opened.error());
+    probe.emplace(std::move(*opened));
+    hello.network_port = settings.network_port;
+  }
+  const NetworkProbe* own_probe = probe ? &*probe : nullptr;
+  if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now, own_probe);
   // Before any connection is accepted, so that none is refused for want of a descriptor.
   auto room = make_room_for_tasks(settings.tasks.size());
   if (!room) return std::unexpected(room.error());
   auto listener = open_listener(settings.port);
   if (!listener) return std::unexpected(listener.error());
-  return join_as_coordinator(settings, std::move(*listener), hello, now, *room);
+  return join_as_coordinator(settings, std::move(*listener), hello, now, *room, own_probe);
 }
 
 }  // namespace tfboot

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <future>
 #include <system_error>
 #include <map>
@@ -42,14 +43,40 @@ std::vector<std::vector<std::string>> addresses_of(const std::vector<MemberInfo>
   return addresses;
 }
 
+// --preflight network at the coordinator: the start decided and held while every task measures its
+// links and sends its figures (docs/preflight.md).
+struct NetworkMeasurement {
+  Start decision;
+  std::string session;
+  Instant began;
+  Instant until;                                  // the figures' deadline
+  std::map<ConnectionId, std::size_t> positions;  // the connection each task was asked on, its position
+  std::vector<std::optional<std::vector<MeasuredLink>>> reports;  // by position in cluster order
+  std::future<std::vector<MeasuredLink>> own;
+  std::size_t own_position = 0;
+  std::size_t waiting = 0;  // reports not in yet
+
+  // A task's figures, taken once, from the connection it was asked on.
+  bool take(ConnectionId id, const Measured& measured) {
+    auto it = positions.find(id);
+    if (it == positions.end() || measured.session != session || reports[it->second]) return false;
+    reports[it->second] = measured.links;
+    --waiting;
+    return true;
+  }
+  bool done(Instant now) const { return own.wait_for(std::chrono::seconds(0)) == std::future_status::ready && (waiting == 0 || now >= until); }
+};
+
 // Every wake-up costs what is ready, not what is open (an event set, lookups by index); what
 // must look at every connection (silences, hello timeouts) runs on a timer, and a message for
 // every task (a heartbeat, the start) is encoded once. So a job of thousands of tasks costs the
 // coordinator a constant per task.
 class CoordinatorBarrier {
  public:
-  CoordinatorBarrier(const JobSettings& settings, Socket listener, EventSet events, const Hello& own, Instant now, std::size_t room)
+  CoordinatorBarrier(const JobSettings& settings, Socket listener, EventSet events, const Hello& own, Instant now, std::size_t room,
+                     const NetworkProbe* probe)
       : settings_(settings),
+        probe_(probe),
         // Room for every task twice (an old and a new instance) and the strangers' budget, within what
         // the descriptor limit allows (an accept that fails for want of one would leave the
         // listener ready, and this loop busy).
@@ -77,13 +104,21 @@ class CoordinatorBarrier {
     while (true) {
       Instant now = SteadyClock::now();
       if (verification_ && verification_->wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-        if (auto verdict = take_verification()) return start(std::move(*verdict));
+        if (auto verdict = take_verification()) {
+          if (auto outcome = conclude(std::move(*verdict), now)) return std::move(*outcome);
+        }
       }
-      if (now >= deadline_ && !verification_) return give_up();
-      if (barrier_.complete() && !verification_ && (!settings_.verify_members || now >= settle_until())) {
+      if (measuring_ && measuring_->done(now)) {
+        if (auto outcome = take_measurement(now)) return std::move(*outcome);
+      }
+      if (now >= deadline_ && !verification_ && !measuring_) return give_up();
+      if (barrier_.complete() && !verification_ && !measuring_ && (!settings_.verify_members || now >= settle_until())) {
         auto decision = barrier_.decide(settings_.supervise);
-        if (std::holds_alternative<Abort>(decision) || !settings_.verify_members) return start(std::move(decision));
-        begin_verification();
+        if (std::holds_alternative<Abort>(decision) || !settings_.verify_members) {
+          if (auto outcome = conclude(std::move(decision), now)) return std::move(*outcome);
+        } else {
+          begin_verification();
+        }
       }
       housekeeping(now);
       if (auto waited = wait_once(); !waited) return std::unexpected(waited.error());
@@ -105,6 +140,7 @@ class CoordinatorBarrier {
   Result<void> wait_once() {
     Instant until = std::min({deadline_, next_heartbeat_, next_progress_, next_sweep_});
     if (verification_ && !verified_) until = std::min(until, SteadyClock::now() + std::chrono::milliseconds(20));  // no eventfd: look
+    if (measuring_) until = std::min(until, SteadyClock::now() + std::chrono::milliseconds(20));  // the own measurement's end
     if (settings_.verify_members && barrier_.complete()) until = std::min(until, settle_until());
     auto ready = events_.wait(until);
     if (!ready) return std::unexpected(ready.error());
@@ -253,7 +289,12 @@ class CoordinatorBarrier {
       auto message = parse_message(*line, Sender::task);
       if (!message) return candidate.channel.fail("protocol violation: " + message.error().message);
       if (candidate.task) {
-        // Before the start a present task only sends heartbeats.
+        // Before the start a present task only sends heartbeats, and the figures it was asked for.
+        const Measured* measured = std::get_if<Measured>(&*message);
+        if (measured && measuring_ && measuring_->take(id, *measured)) {
+          barrier_.on_heard(id, now);
+          continue;
+        }
         if (!std::holds_alternative<Ping>(*message)) return candidate.channel.fail("protocol violation: a '" + std::string(message_type(*message)) + "' before the start");
         barrier_.on_heard(id, now);
       } else if (const Hello* hello = std::get_if<Hello>(&*message)) {
@@ -460,6 +501,133 @@ class CoordinatorBarrier {
 
   Result<std::unique_ptr<JobLink>> start(std::variant<Start, Abort> decision);
 
+  // The verdict once every task is present (and its name checked): with --preflight network
+  // first every task's links (nullopt while they are measured), else the start or abort itself.
+  std::optional<Result<std::unique_ptr<JobLink>>> conclude(std::variant<Start, Abort> decision, Instant now) {
+    if (std::holds_alternative<Abort>(decision) || !probe_ || settings_.tasks.size() < 2) return start(std::move(decision));
+    if (auto refused = begin_measurement(std::move(std::get<Start>(decision)), now)) return start(std::move(*refused));
+    return std::nullopt;
+  }
+
+  // "worker:7 (host 'h')" of every task, in cluster order.
+  static std::vector<std::string> names_of(const std::vector<MemberInfo>& members) {
+    std::vector<std::string> names;
+    names.reserve(members.size());
+    for (const auto& member : members) names.push_back(member.task.text() + " (host '" + member.host + "')");
+    return names;
+  }
+
+  // Each task gets its partners (network_shifts) with the address it can reach them on: the one
+  // their connection came from, and for the coordinator the one the task reached it on.
+  std::optional<Abort> begin_measurement(Start decision, Instant now) {
+    const auto members = barrier_.members();
+    const auto ports = barrier_.network_ports();
+    const auto names = names_of(members);
+    std::vector<std::string> unmeasured;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      if (!ports[i]) unmeasured.push_back(names[i] + ": network: its tfboot measures no links (its --preflight is not network)");
+    }
+    if (!unmeasured.empty()) return Abort{exit_code::preflight_refused, preflight_refusal_message(PreflightVerdict{unmeasured})};
+    auto session = make_nonce();
+    if (!session) return Abort{exit_code::preflight_refused, "preflight: the network check has no session id: " + session.error().message};
+    const std::size_t tasks = members.size();
+    const auto shifts = network_shifts(tasks);
+    NetworkMeasurement measurement;
+    measurement.session = session->substr(0, 16);
+    measurement.began = now;
+    measurement.reports.resize(tasks);
+    std::map<JobMember, std::size_t> position_of;
+    for (std::size_t i = 0; i < tasks; ++i) position_of.emplace(members[i].task, i);
+    measurement.own_position = position_of.at(settings_.coordinator);
+    auto plan_for = [&](std::size_t from, const std::string& own_address) {
+      Measure plan{.session = measurement.session};
+      for (std::size_t shift : shifts) {
+        const std::size_t to = (from + shift) % tasks;
+        std::string address = to == measurement.own_position ? own_address : members[to].source;
+        if (address.empty() && !members[to].addresses.empty()) address = members[to].addresses.front();
+        plan.rounds.push_back({static_cast<int>(to), address, *ports[to]});
+      }
+      return plan;
+    };
+    for (const auto& present : barrier_.present_tasks()) {
+      auto it = connections_.find(present.connection);
+      if (it == connections_.end()) continue;
+      const std::size_t position = position_of.at(present.task);
+      it->second.channel.send(plan_for(position, local_address(it->second.channel.fd())));
+      settle(it);
+      measurement.positions.emplace(present.connection, position);
+      ++measurement.waiting;
+    }
+    Measure own = plan_for(measurement.own_position, "");
+    measurement.until = now + network_session_length(own) + std::chrono::seconds(2);
+    auto measure = [probe = probe_, own, position = static_cast<int>(measurement.own_position), inbound = shifts.size(), now] {
+      return probe->measure(own, position, inbound, now);
+    };
+    try {
+      measurement.own = std::async(std::launch::async, measure);
+    } catch (const std::system_error& error) {  // no thread to spare: measured here, the heartbeats paused
+      log::warn("preflight network: no thread for the coordinator's own links ({}); measuring on this one", error.what());
+      std::promise<std::vector<MeasuredLink>> done;
+      done.set_value(measure());
+      measurement.own = done.get_future();
+    }
+    log::info("preflight network: every task measures its links to {} ({} in all), {} ms a round",
+              counted(shifts.size(), "partner"), tasks * shifts.size(), own.round_ms);
+    measurement.decision = std::move(decision);
+    measuring_ = std::move(measurement);
+    return std::nullopt;
+  }
+
+  // The figures in (or their deadline passed): the start with the job's figures, or the abort
+  // that names the slow task or link; nullopt when a task left or came back meanwhile, and the
+  // barrier waits to measure again.
+  std::optional<Result<std::unique_ptr<JobLink>>> take_measurement(Instant now) {
+    NetworkMeasurement measurement = std::move(*measuring_);
+    measuring_.reset();
+    measurement.reports[measurement.own_position] = measurement.own.get();
+    const auto present = barrier_.present_tasks();
+    const bool same = barrier_.complete() && std::ranges::all_of(present, [&](const auto& task) { return measurement.positions.contains(task.connection); });
+    if (!same) {
+      log::info("preflight network: a task left or came back while the links were measured; measuring again once all are present");
+      return std::nullopt;
+    }
+    const auto names = names_of(barrier_.members());
+    const auto tasks = static_cast<int>(names.size());
+    std::vector<LinkFigure> links;
+    std::vector<std::string> silent;
+    for (std::size_t i = 0; i < measurement.reports.size(); ++i) {
+      if (!measurement.reports[i]) {
+        silent.push_back(names[i] + ": network: sent no figures within " + seconds_text(measurement.until - measurement.began));
+        continue;
+      }
+      for (const MeasuredLink& link : *measurement.reports[i]) {
+        if (link.from < 0 || link.from >= tasks || link.to < 0 || link.to >= tasks) continue;
+        LinkFigure figure{static_cast<std::size_t>(link.from), static_cast<std::size_t>(link.to), std::nullopt, std::nullopt, link.problem};
+        if (link.rtt_us) figure.rtt_ms = static_cast<double>(*link.rtt_us) / 1000;
+        if (link.bits_per_second) figure.bits_per_second = static_cast<double>(*link.bits_per_second);
+        links.push_back(std::move(figure));
+      }
+    }
+    NetworkVerdict verdict = judge_network(links, names, settings_.network_bounds);
+    verdict.refusals.insert(verdict.refusals.begin(), silent.begin(), silent.end());
+    for (const auto& warning : verdict.warnings) log::warn("preflight network: {}", warning);
+    if (!verdict.passed()) return start(Abort{exit_code::preflight_refused, preflight_refusal_message(PreflightVerdict{verdict.refusals})});
+    // Rounded as the wire rounds them, so that the coordinator's record says what every task's does.
+    auto rounded = [](std::optional<double> value, double unit) { return value ? std::optional<double>(std::round(*value * unit) / unit) : std::nullopt; };
+    NetworkSummary summary{rounded(verdict.median_bits_per_second, 1), rounded(verdict.median_rtt_ms, 1000),
+                           std::round(std::chrono::duration<double>(now - measurement.began).count() * 1000) / 1000,
+                           static_cast<int>(std::ranges::count_if(links, [](const LinkFigure& link) { return link.bits_per_second.has_value(); })),
+                           {}};
+    constexpr std::size_t warnings_said = 10;  // the log has them all
+    for (std::size_t i = 0; i < verdict.warnings.size() && i < warnings_said; ++i) summary.warnings.push_back(verdict.warnings[i].substr(0, 1024));
+    if (verdict.warnings.size() > warnings_said) summary.warnings.push_back("and " + std::to_string(verdict.warnings.size() - warnings_said) + " more");
+    log::info("preflight network: {} links measured in {}: median {}, round trip {}", summary.links, seconds_text(now - measurement.began),
+              summary.median_bits_per_second ? gbits_text(*summary.median_bits_per_second) : "none",
+              summary.median_rtt_ms ? fmt::format("{:.3g} ms", *summary.median_rtt_ms) : "none");
+    measurement.decision.network = std::move(summary);
+    return start(std::move(measurement.decision));
+  }
+
   static constexpr std::uint64_t verified_key = ~std::uint64_t{0};  // connection ids count up from 1
   // How often every connection is looked at for a silence or a missing hello.
   static constexpr std::chrono::milliseconds sweep_every{250};
@@ -468,6 +636,8 @@ class CoordinatorBarrier {
   static constexpr std::chrono::seconds hello_grace{2};
   static constexpr std::size_t accepts_per_turn = 32;
   const JobSettings& settings_;
+  const NetworkProbe* probe_;  // --preflight network's, or none
+  std::optional<NetworkMeasurement> measuring_;
   std::size_t connection_cap_;
   Socket listener_;
   EventSet events_;
@@ -558,7 +728,8 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     tasks.emplace(it->first, LinkedTask{present.task, std::move(it->second.channel)});
   }
   StartInfo info{start.environment_differences, start.tasks,        settings_.supervise, start.names_verified,
-                 addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms};
+                 addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms,
+                 start.network};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
   return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched, now);
 }
@@ -566,10 +737,10 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
 }  // namespace
 
 Result<std::unique_ptr<JobLink>> join_as_coordinator(const JobSettings& settings, Socket listener, const Hello& own,
-                                                     Instant now, std::size_t room) {
+                                                     Instant now, std::size_t room, const NetworkProbe* probe) {
   auto events = EventSet::create();
   if (!events) return std::unexpected(events.error());
-  return CoordinatorBarrier(settings, std::move(listener), std::move(*events), own, now, room).run();
+  return CoordinatorBarrier(settings, std::move(listener), std::move(*events), own, now, room, probe).run();
 }
 
 }  // namespace tfboot

@@ -3,6 +3,8 @@
 #include "control/join_sides.h"
 
 #include <algorithm>
+#include <future>
+#include <system_error>
 
 #include "base/text.h"
 #include "control/auth.h"
@@ -15,8 +17,9 @@ using namespace std::chrono_literals;
 
 class TaskBarrier {
  public:
-  TaskBarrier(const JobSettings& settings, Hello hello, Instant now)
+  TaskBarrier(const JobSettings& settings, Hello hello, Instant now, const NetworkProbe* probe)
       : settings_(settings),
+        probe_(probe),
         hello_(std::move(hello)),
         started_(now),
         deadline_(now + settings.start_timeout),
@@ -30,6 +33,7 @@ class TaskBarrier {
       Instant now = SteadyClock::now();
       if (now >= effective_deadline()) return give_up();
       timers(now);
+      report_measurement();
       std::vector<pollfd> fds;
       if (channel_) fds.push_back({channel_->fd(), phase_ == Phase::connecting ? short(POLLOUT) : channel_->events(), 0});
       if (auto polled = poll_until(fds, next_timer(), "control channel"); !polled) return std::unexpected(polled.error());
@@ -52,6 +56,7 @@ class TaskBarrier {
 
   Instant next_timer() const {
     Instant next = std::min(effective_deadline(), next_progress_);
+    if (measuring_) next = std::min(next, SteadyClock::now() + 20ms);  // the measurement's end
     if (phase_ == Phase::idle) return std::min(next, next_attempt_);
     if (phase_ == Phase::waiting) return std::min({next, next_heartbeat_, channel_->last_heard() + settings_.peer_silent_after});
     return std::min(next, phase_deadline_);
@@ -146,6 +151,33 @@ class TaskBarrier {
     return std::nullopt;
   }
 
+  // --preflight network (docs/preflight.md): this task's links measured on a thread of its own,
+  // while this one keeps the heartbeats; the figures go to the coordinator once in.
+  void begin_measurement(const Measure& plan, Instant now) {
+    if (measuring_) measuring_->wait();  // an earlier session's (a reconnect): bounded by its own length
+    const auto self = static_cast<int>(std::find(settings_.tasks.begin(), settings_.tasks.end(), settings_.self) - settings_.tasks.begin());
+    auto measure = [probe = probe_, plan, self, now] { return probe->measure(plan, self, plan.rounds.size(), now); };
+    log::info("preflight network: measuring the links to {}", counted(plan.rounds.size(), "partner"));
+    try {
+      measuring_ = std::async(std::launch::async, measure);
+    } catch (const std::system_error& error) {  // no thread to spare: measured here, the heartbeats paused
+      log::warn("preflight network: no thread to measure on ({}); measuring on this one", error.what());
+      std::promise<std::vector<MeasuredLink>> done;
+      done.set_value(measure());
+      measuring_ = done.get_future();
+    }
+    measuring_session_ = plan.session;
+  }
+
+  void report_measurement() {
+    if (!measuring_ || measuring_->wait_for(0s) != std::future_status::ready) return;
+    Measured measured{measuring_session_, measuring_->get()};
+    measuring_.reset();
+    if (measured.links.size() > max_measured_links) measured.links.resize(max_measured_links);
+    for (auto& link : measured.links) link.problem = link.problem.substr(0, 1024);
+    if (channel_ && phase_ == Phase::waiting) channel_->send(measured);
+  }
+
   std::optional<Result<std::unique_ptr<JobLink>>> on_message(const Message& message, Instant now);
   void on_challenge(const Challenge& challenge, Instant now);
   void on_accepted(const Accepted& accepted, Instant now);
@@ -169,6 +201,9 @@ class TaskBarrier {
   }
 
   const JobSettings& settings_;
+  const NetworkProbe* probe_;  // --preflight network's, or none
+  std::optional<std::future<std::vector<MeasuredLink>>> measuring_;
+  std::string measuring_session_;
   Hello hello_;
   Instant started_;
   Instant deadline_;
@@ -208,6 +243,8 @@ std::optional<Result<std::unique_ptr<JobLink>>> TaskBarrier::on_message(const Me
                  std::to_string(waiting->progress.total) + " tasks present";
   } else if (const Abort* abort = std::get_if<Abort>(&message); abort && proven) {
     return make_error(abort->code, abort->message);
+  } else if (const Measure* measure = std::get_if<Measure>(&message); measure && proven && probe_) {
+    begin_measurement(*measure, now);
   } else if (const Start* start = std::get_if<Start>(&message); start && proven) {
     if (static_cast<std::size_t>(start->tasks) == settings_.tasks.size()) return on_start(*start, now);
     refused(channel_->peer() + ": protocol violation: the start counts " + std::to_string(start->tasks) + " tasks, this job has " +
@@ -253,7 +290,8 @@ Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Insta
   log_differences(start.environment_differences);
   log::info("start barrier: the coordinator says start");
   StartInfo info{start.environment_differences, start.tasks,        start.supervised,   start.names_verified,
-                 {},                              start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms};
+                 {},                              start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms,
+                 start.network};
   if (start.addresses) {
     for (const auto& entry : *start.addresses) {
       auto parts = split_non_empty(entry, ',');
@@ -269,8 +307,8 @@ Result<std::unique_ptr<JobLink>> TaskBarrier::on_start(const Start& start, Insta
 
 }  // namespace
 
-Result<std::unique_ptr<JobLink>> join_as_task(const JobSettings& settings, Hello own, Instant now) {
-  return TaskBarrier(settings, std::move(own), now).run();
+Result<std::unique_ptr<JobLink>> join_as_task(const JobSettings& settings, Hello own, Instant now, const NetworkProbe* probe) {
+  return TaskBarrier(settings, std::move(own), now, probe).run();
 }
 
 }  // namespace tfboot

@@ -31,6 +31,8 @@ struct StartInfo {
   bool stop_together = false;
   // --preflight passed: every task's clock offset from the coordinator's, in ms, in cluster order.
   std::optional<std::vector<std::int64_t>> clock_offsets_ms;
+  // --preflight network passed: the job's figures.
+  std::optional<NetworkSummary> network;
 };
 
 class JobLink {

@@ -271,6 +271,8 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   if (options.preflight != PreflightLevel::off) {
     preflight = check_this_node(options, own);
     made->preflight = options.preflight;
+    made->network_port = options.preflight_port;
+    made->network_bounds.refuse_below = options.preflight_refuse_below;
     made->node_figures = preflight->node;
     made->clock_offset_for_tests_ms = clock_offset_for_tests(env);
   }
@@ -282,6 +284,8 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
     const auto& offsets = (*link)->start_info().clock_offsets_ms;
     const auto position = std::find(settings.tasks.begin(), settings.tasks.end(), settings.self) - settings.tasks.begin();
     if (offsets && static_cast<std::size_t>(position) < offsets->size()) preflight->clock_offset_ms = (*offsets)[position];
+    preflight->network = (*link)->start_info().network;
+    preflight->network_bounds = settings.network_bounds;
     log_preflight(*preflight);
     membership.preflight_json = preflight_json(*preflight);
     observe_preflight(*preflight, true);

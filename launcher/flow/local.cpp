@@ -178,6 +178,9 @@ Result<std::optional<int>> run_local_tasks(const Options& options, const std::ve
 }  // namespace
 
 Result<int> run_local(const Options& options, const Environment& env, const std::vector<std::string>& inherited) {
+  if (options.preflight == PreflightLevel::network) {
+    return usage_error("tfboot local: --preflight network measures the links between nodes, and one machine has none");
+  }
   Setting cluster_setting = options.cluster.value_or(Setting{"worker=2", "default cluster"});
   auto spec = parse_cluster_spec(cluster_setting);
   if (!spec) return std::unexpected(spec.error());

@@ -90,6 +90,13 @@ void observe_preflight(const PreflightRecord& checks, bool passed, const std::st
     if (checks.node.checkpoint_dir) record.preflight_directories.push_back(directory("checkpoint_dir", *checks.node.checkpoint_dir));
     record.preflight_accelerators = checks.accelerators;
     if (checks.clock_offset_ms) record.preflight_clock_offset_seconds = static_cast<double>(*checks.clock_offset_ms) / 1000;
+    if (checks.network) {
+      record.preflight_network_seconds = checks.network->seconds;
+      record.preflight_network_median_bits_per_second = checks.network->median_bits_per_second;
+      if (checks.network->median_rtt_ms) record.preflight_network_median_rtt_seconds = *checks.network->median_rtt_ms / 1000;
+      record.preflight_network_links = checks.network->links;
+      record.preflight_network_warnings = static_cast<int>(checks.network->warnings.size());
+    }
   });
 }
 

@@ -77,6 +77,7 @@ DirectoryFigures check_directory(const std::string& directory) {
 PreflightRecord check_this_node(const Options& options, const Fingerprint& own) {
   const auto began = std::chrono::steady_clock::now();
   PreflightRecord record;
+  record.level = options.preflight == PreflightLevel::network ? "network" : "quick";
   record.node.log_root = check_directory(options.log_root ? options.log_root->value : "/logs");
   if (options.checkpoint_dir) {
     if (is_url(options.checkpoint_dir->value)) record.checkpoint_dir_unchecked = options.checkpoint_dir->value;
@@ -104,7 +105,7 @@ nlohmann::ordered_json directory_json(const DirectoryFigures& directory) {
 
 std::string preflight_json(const PreflightRecord& record) {
   nlohmann::ordered_json out;
-  out["level"] = "quick";
+  out["level"] = record.level;
   out["verdict"] = "passed";  // a refused start writes no startup.json
   out["seconds"] = record.seconds;
   out["log_root"] = directory_json(record.node.log_root);
@@ -117,6 +118,20 @@ std::string preflight_json(const PreflightRecord& record) {
   out["clock_offset_ms"] = record.clock_offset_ms ? nlohmann::ordered_json(*record.clock_offset_ms) : nlohmann::ordered_json();
   const PreflightBounds bounds;
   out["bounds"] = {{"max_clock_offset_ms", bounds.max_clock_offset_ms}, {"min_free_mib", bounds.min_free_mib}};
+  if (record.level == "network") {
+    nlohmann::ordered_json network;  // null: no links to measure (a task alone, or a restart in place)
+    if (record.network) {
+      const NetworkSummary& figures = *record.network;
+      auto figure = [](const std::optional<double>& value) { return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(); };
+      network = {{"seconds", figures.seconds},
+                 {"links", figures.links},
+                 {"median_bits_per_second", figure(figures.median_bits_per_second)},
+                 {"median_rtt_ms", figure(figures.median_rtt_ms)},
+                 {"warnings", figures.warnings},
+                 {"bounds", {{"warn_below", record.network_bounds.warn_below}, {"refuse_below", record.network_bounds.refuse_below}}}};
+    }
+    out["network"] = network;
+  }
   return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
@@ -132,6 +147,12 @@ void log_preflight(const PreflightRecord& record) {
   log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free){}, {} accelerators, clock {}", logs.path,
             logs.write_ms, logs.free_mib, checkpoint, record.accelerators,
             record.clock_offset_ms ? std::to_string(*record.clock_offset_ms) + " ms off the coordinator's" : "not compared (no coordinator)");
+  if (record.network) {
+    const NetworkSummary& figures = *record.network;
+    log::info("preflight passed the network: {} links in {:.1f} s, median {}, round trip {}", figures.links, figures.seconds,
+              figures.median_bits_per_second ? gbits_text(*figures.median_bits_per_second) : "none",
+              figures.median_rtt_ms ? fmt::format("{:.3g} ms", *figures.median_rtt_ms) : "none");
+  }
 }
 
 }  // namespace tfboot

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "cli/options.h"
+#include "control/protocol/network_check.h"
 #include "control/protocol/preflight.h"
 #include "fingerprint/fingerprint.h"
 
@@ -26,6 +27,9 @@ struct PreflightRecord {
   int accelerators = 0;
   std::optional<std::int64_t> clock_offset_ms;  // as the coordinator measured it; none for a task alone
   double seconds = 0;                           // this task's checks
+  std::string level = "quick";                  // --preflight: quick or network
+  std::optional<NetworkSummary> network;        // --preflight network: the job's figures, with the start
+  NetworkBounds network_bounds;                 // what they were judged against
 };
 
 // This task's checks: the log root (--log-root, /logs by default), --checkpoint-dir when given, and

@@ -86,6 +86,18 @@ std::string render_metrics(const StartRecord& record) {
   if (record.preflight_accelerators) out.sample("tfboot_preflight_accelerators", *record.preflight_accelerators);
   out.family("tfboot_preflight_clock_offset_seconds", "gauge", "--preflight: this task's wall clock less the coordinator's.");
   if (record.preflight_clock_offset_seconds) out.sample("tfboot_preflight_clock_offset_seconds", *record.preflight_clock_offset_seconds);
+  out.family("tfboot_preflight_network_seconds", "gauge", "--preflight network: from the measure to the verdict, at the coordinator.");
+  if (record.preflight_network_seconds) out.sample("tfboot_preflight_network_seconds", *record.preflight_network_seconds);
+  out.family("tfboot_preflight_network_links", "gauge", "--preflight network: the links measured between the job's tasks.");
+  if (record.preflight_network_links) out.sample("tfboot_preflight_network_links", *record.preflight_network_links);
+  out.family("tfboot_preflight_network_median_bits_per_second", "gauge", "--preflight network: the job's median throughput of a link.");
+  if (record.preflight_network_median_bits_per_second) {
+    out.sample("tfboot_preflight_network_median_bits_per_second", *record.preflight_network_median_bits_per_second);
+  }
+  out.family("tfboot_preflight_network_median_rtt_seconds", "gauge", "--preflight network: the job's median round trip of a link.");
+  if (record.preflight_network_median_rtt_seconds) out.sample("tfboot_preflight_network_median_rtt_seconds", *record.preflight_network_median_rtt_seconds);
+  out.family("tfboot_preflight_network_warnings", "gauge", "--preflight network: slow links named as warnings (the start went on).");
+  if (record.preflight_network_warnings) out.sample("tfboot_preflight_network_warnings", *record.preflight_network_warnings);
   out.family("tfboot_restarts", "gauge", "Earlier starts of this task in the same log dir, as startup.json counts them.");
   out.sample("tfboot_restarts", record.restarts);
   out.family("tfboot_job_restarts", "gauge", "The job's restarts in place so far, as its coordinator counts them.");

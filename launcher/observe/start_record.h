@@ -82,6 +82,12 @@ struct StartRecord {
   std::vector<PreflightDirectory> preflight_directories;
   std::optional<int> preflight_accelerators;
   std::optional<double> preflight_clock_offset_seconds;
+  // --preflight network: the job's figures, once the start carried them.
+  std::optional<double> preflight_network_seconds;
+  std::optional<double> preflight_network_median_bits_per_second;
+  std::optional<double> preflight_network_median_rtt_seconds;
+  std::optional<int> preflight_network_links;
+  std::optional<int> preflight_network_warnings;
 };
 
 // /readyz: the command has started, after the barrier where there is one.

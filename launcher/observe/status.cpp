@@ -26,6 +26,14 @@ std::string render_status(const StartRecord& record) {
   if (record.preflight_passed) {
     status["preflight"] = {{"passed", *record.preflight_passed}, {"seconds", record.preflight_seconds.value_or(0)},
                            {"refusal", record.preflight_refusal}};
+    if (record.preflight_network_links) {
+      auto figure = [](const std::optional<double>& value) { return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(); };
+      status["preflight"]["network"] = {{"seconds", record.preflight_network_seconds.value_or(0)},
+                                        {"links", *record.preflight_network_links},
+                                        {"median_bits_per_second", figure(record.preflight_network_median_bits_per_second)},
+                                        {"median_rtt_seconds", figure(record.preflight_network_median_rtt_seconds)},
+                                        {"warnings", record.preflight_network_warnings.value_or(0)}};
+    }
   }
   return status.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -316,6 +316,16 @@ class ClusterNetwork:
                 self.publish(pod)
         return pods
 
+    def throttle(self, pod: "Pod | str", rate: str = "4mbit") -> None:
+        """Slow a pod's link both ways with tc's token bucket filter: on its eth0 and on its port
+        of the bridge. The queues go with the namespaces at teardown."""
+        self._check_open()
+        pod = self._pod(pod)
+        index = list(self.pods).index(pod.name)
+        for ns, device in ((pod.netns, "eth0"), (self._bridge.ns, f"vp{index}")):
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", device, "root", "tbf",
+                            "rate", rate, "burst", "16kb", "latency", "50ms"], check=True, timeout=30)
+
     def unpublish(self, name: "Pod | str", ip: str | None = None, *, wait: bool = True) -> int:
         """Remove the records of a pod (its FQDN) or of a name; returns how many were removed."""
         self._check_open()

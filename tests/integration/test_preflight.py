@@ -208,3 +208,72 @@ def test_off_by_default_nothing_is_checked(net, tfboot, tmp_path):
     results = communicate_all(procs, 60)
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
     assert "preflight" not in json.loads((tmp_path / "logs" / "worker_0" / "startup.json").read_text())
+
+
+# --preflight network: every task measures its links to a few partners (a ring and far shifts),
+# the coordinator judges them against the job's median. One pod's link slowed with tc's token
+# bucket (4 Mbit/s, both ways) is the bad node.
+
+def network_env(**extra):
+    return {"TFBOOT_PREFLIGHT": "network", "TFBOOT_START_TIMEOUT": "60s", **extra}
+
+
+def test_network_level_refuses_a_job_with_a_slow_node_and_names_it(net, tfboot, tmp_path):
+    pods = net.add_job_pods(8)
+    net.throttle(pods[5])
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 8, network_env()) for pod in pods]
+    results = communicate_all(procs, 90)
+    assert_refused_everywhere(results, "preflight refused the start: worker:5 (host 'mnist-worker-5'): network: slow with every partner")
+    message = error_lines(results[0][2])[0]
+    assert " Gbit/s (median " in message, message
+    assert not (tmp_path / "logs").exists()  # nothing run, nothing written
+
+
+def test_network_level_only_warns_below_the_warning_bound_and_starts(net, tfboot, tmp_path):
+    pods = net.add_job_pods(8)
+    net.throttle(pods[2])
+    env = network_env(TFBOOT_PREFLIGHT_REFUSE_BELOW="0")
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 8, env) for pod in pods]
+    results = communicate_all(procs, 90)
+    assert [code for code, _, _ in results] == [0] * 8, [err[-2000:] for _, _, err in results]
+    warnings = [line for line in results[0][2].splitlines() if "preflight network: worker:2 (host 'mnist-worker-2'): network: slow" in line]
+    assert len(warnings) == 1, results[0][2]
+    for index in range(8):
+        network = json.loads((tmp_path / "logs" / f"worker_{index}" / "startup.json").read_text())["preflight"]["network"]
+        assert network["bounds"] == {"warn_below": 0.5, "refuse_below": 0}
+        assert any("worker:2" in warning for warning in network["warnings"]), network
+
+
+def test_network_level_with_healthy_nodes_starts_and_records_the_figures(net, tfboot, tmp_path):
+    pods = net.add_job_pods(8)
+    started = time.monotonic()
+    procs = [start(net, tfboot, pod, tmp_path / "logs", 8, network_env()) for pod in pods]
+    results = communicate_all(procs, 90)
+    took = time.monotonic() - started
+    assert [code for code, _, _ in results] == [0] * 8, [err[-2000:] for _, _, err in results]
+    print(f"8 pods: the start with --preflight network took {took:.1f} s")
+    figures = []
+    for index in range(8):
+        preflight = json.loads((tmp_path / "logs" / f"worker_{index}" / "startup.json").read_text())["preflight"]
+        assert preflight["level"] == "network"
+        figures.append(preflight["network"])
+    assert all(network == figures[0] for network in figures)  # the job's figures, the same on every task
+    network = figures[0]
+    assert network["links"] == 8 * 3  # a ring and two far shifts
+    assert 0 < network["seconds"] < 15
+    assert network["median_bits_per_second"] > 50e6  # veth pairs on one machine: far above the 4 Mbit/s of a slowed one
+    assert network["median_rtt_ms"] < 50
+    assert "preflight passed the network: 24 links in " in results[3][2]
+
+
+def test_network_level_port_clash_and_local_are_usage_errors(tfboot, tmp_path):
+    clash = subprocess.run([tfboot, "--preflight", "network", "--preflight-port", "2220", "--print", "--", "true"],
+                           capture_output=True, text=True, timeout=30,
+                           env={"TFBOOT_CLUSTER": "worker=2", "TFBOOT_TASK_INDEX": "0", "PATH": "/usr/bin:/bin"})
+    assert clash.returncode == 2, clash.stderr
+    assert "--preflight-port '2220' is the control channel's port too (default '2220'); choose another" in clash.stderr, clash.stderr
+    local = subprocess.run([tfboot, "local", "--preflight", "network", "--log-root", str(tmp_path), "--", "true"],
+                           capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert local.returncode == 2, local.stderr
+    assert "tfboot local: --preflight network measures the links between nodes" in local.stderr
+    assert not any(tmp_path.iterdir())

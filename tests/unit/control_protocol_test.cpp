@@ -138,6 +138,9 @@ TEST_CASE("control_protocol::encode and parse_message") {
         {Restart{member("worker:1"), 3, "worker:1 failed with status 3", 2}, Sender::coordinator},
         {Preempt{member("worker:1"), 15}, Sender::task},
         {Preempt{member("worker:1"), 15}, Sender::coordinator},
+        {Measure{"0123456789abcdef", 1500, 500, 1 << 27, {{1, "10.0.0.2", 2221}, {3, "fd00::4", 2221}}}, Sender::coordinator},
+        {Measured{"0123456789abcdef", {{0, 1, 120, 9'400'000'000, ""}, {1, 0, std::nullopt, std::nullopt, "connection refused"}}},
+         Sender::task},
     };
     for (const auto& [message, from] : messages) {
       CAPTURE(encode(message));
@@ -233,6 +236,23 @@ TEST_CASE("control_protocol::encode and parse_message") {
          "a bad 'preempt' message: 'signal' is outside 1..64"},
         {"a preempt that is no stop signal", R"({"type":"preempt","task":"worker:1","signal":9})", Sender::coordinator,
          "a bad 'preempt' message: 'signal' is not SIGTERM (15) or SIGINT (2)"},
+        {"a task may not ask for a measure", R"({"type":"measure","session":"0123456789abcdef","round_ms":1500,"bulk_ms":500,"max_bytes":1,"rounds":[]})",
+         Sender::task, "a 'measure' message from a task"},
+        {"a measure whose bulk outlasts its round", R"({"type":"measure","session":"0123456789abcdef","round_ms":500,"bulk_ms":500,"max_bytes":1,"rounds":[]})",
+         Sender::coordinator, "a bad 'measure' message: 'bulk_ms' is not shorter than round_ms"},
+        {"a measure of nine rounds", R"({"type":"measure","session":"0123456789abcdef","round_ms":1500,"bulk_ms":500,"max_bytes":1,"rounds":[)" +
+             [] {
+               std::string rounds;
+               for (int i = 0; i < 9; ++i) rounds += std::string(i ? "," : "") + R"({"to":1,"address":"a","port":1})";
+               return rounds;
+             }() + "]}",
+         Sender::coordinator, "a bad 'measure' message: 'rounds' has more than 8 items"},
+        {"a round without a port", R"({"type":"measure","session":"0123456789abcdef","round_ms":1500,"bulk_ms":500,"max_bytes":1,"rounds":[{"to":1,"address":"a"}]})",
+         Sender::coordinator, "a bad 'measure' message: 'rounds' 'port' is missing"},
+        {"a coordinator may not send measured", R"({"type":"measured","session":"0123456789abcdef","links":[]})", Sender::coordinator,
+         "a 'measured' message from a coordinator"},
+        {"a measured link with a negative throughput", R"({"type":"measured","session":"0123456789abcdef","links":[{"from":0,"to":1,"bits_per_second":-1}]})",
+         Sender::task, "a bad 'measured' message: 'links' 'bits_per_second' is outside 0..1125899906842624"},
         {"a task's message over 64 KiB", R"({"type":"ping","pad":")" + std::string(max_task_message, 'x') + "\"}", Sender::task,
          "a message over 65536 bytes"},
     };

@@ -624,9 +624,43 @@ TEST_CASE("options::parse_options --preflight") {
   auto bad = parse({}, {{"TFBOOT_PREFLIGHT", "full"}});
   REQUIRE_FALSE(bad);
   CHECK(bad.error().code == exit_code::usage);
-  CHECK(bad.error().message == "TFBOOT_PREFLIGHT 'full' must be off or quick");
+  CHECK(bad.error().message == "TFBOOT_PREFLIGHT 'full' must be off, quick or network");
   // The test-only clock shift is known, not a typo of an option's twin.
   CHECK(parse({}, {{"TFBOOT_TEST_CLOCK_OFFSET_MS", "5000"}}));
+}
+
+TEST_CASE("options::parse_options --preflight network, its port and its bound") {
+  auto network = parse({"--preflight", "network"});
+  REQUIRE(network);
+  CHECK(network->preflight == PreflightLevel::network);
+  CHECK(network->preflight_port == 2221);
+  CHECK(network->preflight_refuse_below == 0.1);
+  auto given = parse({"--preflight", "network", "--preflight-port", "3000"}, {{"TFBOOT_PREFLIGHT_REFUSE_BELOW", "0"}});
+  REQUIRE(given);
+  CHECK(given->preflight_port == 3000);
+  CHECK(given->preflight_refuse_below == 0);
+  struct Row {
+    std::vector<std::string> args;
+    std::string error;
+  };
+  const std::vector<Row> rows = {
+      {{"--preflight", "network", "--preflight-port", "0"}, "--preflight-port '0' must be a port number 1..65535"},
+      {{"--preflight-port", "70000"}, "--preflight-port '70000' must be a port number 1..65535"},
+      {{"--preflight-refuse-below", "1.5"}, "--preflight-refuse-below '1.5' must be a ratio from 0 to 1 (0.1: a tenth of the job's median)"},
+      {{"--preflight-refuse-below", "tenth"}, "--preflight-refuse-below 'tenth' must be a ratio from 0 to 1 (0.1: a tenth of the job's median)"},
+      {{"--preflight", "network", "--preflight-port", "2220"},
+       "--preflight-port '2220' is the control channel's port too (default '2220'); choose another"},
+      {{"--preflight", "network", "--metrics-port", "2221"},
+       "default '2221' is the metrics server's port too (--metrics-port '2221'); choose another"},
+  };
+  for (const Row& row : rows) {
+    CAPTURE(row.error);
+    auto options = parse(row.args);
+    CHECK(code_of(options) == 2);
+    CHECK(error_of(options) == row.error);
+  }
+  // Another level does not use the port: no clash.
+  CHECK(parse({"--preflight", "quick", "--metrics-port", "2221"}));
 }
 
 TEST_CASE("options::parse_options --metrics-port") {

@@ -185,6 +185,13 @@ std::vector<TaskPreflight> StartBarrier::preflight_figures() const {
   return figures;
 }
 
+std::vector<std::optional<int>> StartBarrier::network_ports() const {
+  std::vector<std::optional<int>> ports;
+  ports.reserve(slots_.size());
+  for (const auto& slot : slots_) ports.push_back(slot.connection ? slot.hello.network_port : std::nullopt);
+  return ports;
+}
+
 std::vector<MemberInfo> StartBarrier::members() const {
   std::vector<MemberInfo> members;
   members.reserve(slots_.size());

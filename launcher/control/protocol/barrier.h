@@ -69,6 +69,9 @@ class StartBarrier {
   std::optional<Abort> process_counts_differ() const;
   // Every present task's preflight figures, in cluster order (the coordinator's own included).
   std::vector<TaskPreflight> preflight_figures() const;
+  // --preflight network: the port each task's hello said it measures its links on, in cluster
+  // order (nullopt: a task missing, or one whose level is not network).
+  std::vector<std::optional<int>> network_ports() const;
   // "worker:2 (never said hello), ps:0 (host 'ps-0': connection closed)"; beyond `at_most`
   // tasks, "and N more".
   std::string missing_report(std::size_t at_most = 50) const;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -96,6 +97,7 @@ struct Encoder {
       // The log root's figures at the top (as protocol 2 first sent them), the checkpoint dir's beside.
       out["preflight"] = directory_json(m.preflight->log_root, "log_root");
       if (m.preflight->checkpoint_dir) out["preflight"]["checkpoint_dir"] = directory_json(*m.preflight->checkpoint_dir, "path");
+      if (m.network_port) out["preflight"]["network_port"] = *m.network_port;
     }
     if (m.wall_ms) out["wall_ms"] = *m.wall_ms;
   }
@@ -115,6 +117,15 @@ struct Encoder {
     out["max_restarts"] = m.max_restarts;
     out["stop_together"] = m.stop_together;
     if (m.clock_offsets_ms) out["preflight"] = {{"clock_offsets_ms", *m.clock_offsets_ms}};
+    if (m.network) {
+      ordered_json network;
+      network["median_bits_per_second"] = m.network->median_bits_per_second ? ordered_json(std::llround(*m.network->median_bits_per_second)) : ordered_json();
+      network["median_rtt_us"] = m.network->median_rtt_ms ? ordered_json(std::llround(*m.network->median_rtt_ms * 1000)) : ordered_json();
+      network["ms"] = std::llround(m.network->seconds * 1000);
+      network["links"] = m.network->links;
+      network["warnings"] = m.network->warnings;
+      out["preflight"]["network"] = network;
+    }
   }
   void operator()(const Abort& m) {
     out["code"] = m.code;
@@ -141,10 +152,30 @@ struct Encoder {
     out["task"] = m.task.text();
     out["signal"] = m.signal;
   }
+  void operator()(const Measure& m) {
+    out["session"] = m.session;
+    out["round_ms"] = m.round_ms;
+    out["bulk_ms"] = m.bulk_ms;
+    out["max_bytes"] = m.max_bytes;
+    out["rounds"] = ordered_json::array();
+    for (const auto& round : m.rounds) out["rounds"].push_back({{"to", round.to}, {"address", round.address}, {"port", round.port}});
+  }
+  void operator()(const Measured& m) {
+    out["session"] = m.session;
+    out["links"] = ordered_json::array();
+    for (const auto& link : m.links) {
+      ordered_json item{{"from", link.from}, {"to", link.to}};
+      if (link.rtt_us) item["rtt_us"] = *link.rtt_us;
+      if (link.bits_per_second) item["bits_per_second"] = *link.bits_per_second;
+      if (!link.problem.empty()) item["problem"] = link.problem;
+      out["links"].push_back(std::move(item));
+    }
+  }
 };
 
 constexpr const char* type_names[] = {"challenge", "hello", "accepted", "refused", "waiting", "start",  "abort",
-                                      "ping",      "exit",  "done",     "stop",    "restart", "preempt"};
+                                      "ping",      "exit",  "done",     "stop",    "restart", "preempt",
+                                      "measure",   "measured"};
 static_assert(std::size(type_names) == std::variant_size_v<Message>);
 
 }  // namespace
@@ -175,6 +206,7 @@ constexpr int max_protocol = 1'000'000;
 constexpr std::int64_t max_mib = std::int64_t{1} << 40;
 constexpr std::int64_t max_micros = std::int64_t{1} << 40;
 constexpr std::int64_t max_wall_ms = std::int64_t{1} << 50;  // some 35,000 years after 1970
+constexpr std::int64_t max_figure = std::int64_t{1} << 50;   // a throughput in bit/s: a petabit
 
 // Reads the fields of one message; the first problem is kept and turns the result into an error.
 class Fields {
@@ -225,8 +257,9 @@ class Fields {
   std::int64_t long_integer(const char* key, std::int64_t min, std::int64_t max) {
     const json* value = find(key, &json::is_number_integer, "an integer");
     if (!value) return 0;
-    bool in_range = value->is_number_unsigned() ? value->get<std::uint64_t>() <= static_cast<std::uint64_t>(max) && min <= 0
-                                                : value->get<std::int64_t>() >= min && value->get<std::int64_t>() <= max;
+    bool in_range = value->is_number_unsigned()
+                        ? value->get<std::uint64_t>() <= static_cast<std::uint64_t>(max) && (min <= 0 || value->get<std::uint64_t>() >= static_cast<std::uint64_t>(min))
+                        : value->get<std::int64_t>() >= min && value->get<std::int64_t>() <= max;
     if (!in_range) return reject(key, "is outside " + std::to_string(min) + ".." + std::to_string(max)), 0;
     return value->get<std::int64_t>();
   }
@@ -333,12 +366,74 @@ Message parse_hello(Fields& f) {
           if (dir.problem) inner.reject("checkpoint_dir", *dir.problem);
         }
       }
+      if (inner.has("network_port")) hello.network_port = inner.integer("network_port", 1, 65535);
       if (inner.problem) f.reject("preflight", *inner.problem);
       hello.preflight = node;
     }
   }
   if (f.has("wall_ms")) hello.wall_ms = f.long_integer("wall_ms", 0, max_wall_ms);
   return hello;
+}
+
+NetworkSummary network_summary_from(Fields& f) {
+  NetworkSummary summary;
+  const json* object = f.find("network", &json::is_object, "an object");
+  if (!object) return summary;
+  Fields inner(*object);
+  for (const char* key : {"median_bits_per_second", "median_rtt_us"}) {
+    const json* value = inner.at(key);
+    if (!value) inner.reject(key, "is missing");
+    else if (!value->is_null()) {
+      const double figure = static_cast<double>(inner.long_integer(key, 0, max_figure));
+      if (std::string_view(key) == "median_rtt_us") summary.median_rtt_ms = figure / 1000;
+      else summary.median_bits_per_second = figure;
+    }
+  }
+  summary.seconds = static_cast<double>(inner.long_integer("ms", 0, max_micros)) / 1000;
+  summary.links = inner.integer("links", 0, max_tasks * static_cast<int>(max_probe_rounds));
+  summary.warnings = inner.texts("warnings", max_listed, max_text);
+  if (inner.problem) f.reject("network", *inner.problem);
+  return summary;
+}
+
+Message parse_measure(Fields& f) {
+  Measure measure;
+  measure.session = f.hex("session", 16, 16);
+  measure.round_ms = f.integer("round_ms", 100, 60'000);
+  measure.bulk_ms = f.integer("bulk_ms", 10, 60'000);
+  measure.max_bytes = f.long_integer("max_bytes", 1, std::int64_t{1} << 34);
+  if (!f.problem && measure.bulk_ms >= measure.round_ms) f.reject("bulk_ms", "is not shorter than round_ms");
+  const json* rounds = f.find("rounds", &json::is_array, "a list");
+  if (rounds && rounds->size() > max_probe_rounds) f.reject("rounds", "has more than " + std::to_string(max_probe_rounds) + " items");
+  if (rounds && !f.problem) {
+    for (const auto& item : *rounds) {
+      if (!item.is_object()) return f.reject("rounds", "holds an item that is not an object"), measure;
+      Fields round(item);
+      measure.rounds.push_back({round.integer("to", 0, max_tasks - 1), round.text("address", max_address), round.integer("port", 1, 65535)});
+      if (round.problem) return f.reject("rounds", *round.problem), measure;
+    }
+  }
+  return measure;
+}
+
+Message parse_measured(Fields& f) {
+  Measured measured;
+  measured.session = f.hex("session", 16, 16);
+  const json* links = f.find("links", &json::is_array, "a list");
+  if (links && links->size() > max_measured_links) f.reject("links", "has more than " + std::to_string(max_measured_links) + " items");
+  if (links && !f.problem) {
+    for (const auto& item : *links) {
+      if (!item.is_object()) return f.reject("links", "holds an item that is not an object"), measured;
+      Fields link(item);
+      MeasuredLink figure{link.integer("from", 0, max_tasks - 1), link.integer("to", 0, max_tasks - 1)};
+      if (link.has("rtt_us")) figure.rtt_us = link.long_integer("rtt_us", 0, max_micros);
+      if (link.has("bits_per_second")) figure.bits_per_second = link.long_integer("bits_per_second", 0, max_figure);
+      figure.problem = link.optional_text("problem", max_text);
+      if (link.problem) return f.reject("links", *link.problem), measured;
+      measured.links.push_back(std::move(figure));
+    }
+  }
+  return measured;
 }
 
 Message parse_start(Fields& f) {
@@ -357,6 +452,7 @@ Message parse_start(Fields& f) {
   if (!f.problem && f.has("preflight")) {
     if (const json* object = f.find("preflight", &json::is_object, "an object")) {
       Fields inner(*object);
+      if (inner.has("network")) start.network = network_summary_from(inner);
       const json* offsets = inner.find("clock_offsets_ms", &json::is_array, "a list");
       if (offsets && offsets->size() != static_cast<std::size_t>(start.tasks)) inner.reject("clock_offsets_ms", "does not have one entry per task");
       if (offsets && !inner.problem) {
@@ -408,12 +504,15 @@ std::optional<Message> parse_typed(std::string_view type, Fields& f) {
   if (type == "stop") return parse_stop(f);
   if (type == "restart") return parse_restart(f);
   if (type == "preempt") return parse_preempt(f);
+  if (type == "measure") return parse_measure(f);
+  if (type == "measured") return parse_measured(f);
   return std::nullopt;
 }
 
 bool allowed_from(const Message& message, Sender from) {
   const bool both = std::holds_alternative<Ping>(message) || std::holds_alternative<Preempt>(message);
-  const bool from_task = std::holds_alternative<Hello>(message) || std::holds_alternative<Exit>(message);
+  const bool from_task =
+      std::holds_alternative<Hello>(message) || std::holds_alternative<Exit>(message) || std::holds_alternative<Measured>(message);
   return both || (from == Sender::task ? from_task : !from_task);
 }
 

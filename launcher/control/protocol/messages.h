@@ -7,7 +7,9 @@
 //                      table, started_ms_ago, protocol, tfboot, [processes, preflight, wall_ms]}
 //   coordinator: accepted{proof, progress} | refused{reason}
 //   coordinator: waiting{progress} every heartbeat until start{tasks, ...} | abort{code, message}
-//                (with names verified, the coordinator resolves every name between the two)
+//                (with names verified, the coordinator resolves every name between the two;
+//                with --preflight network, measure{session, rounds} to each task and its
+//                measured{session, links} back before the verdict)
 //   after start: ping both ways; task: exit{status, detail}; coordinator: done{} | stop{task, status, message}
 //                | restart{task, status, message, count} (--max-restarts: every task rejoins a fresh barrier)
 //                preempt{task, signal} both ways (--stop-together: a task's stop signal, passed to every task)
@@ -25,6 +27,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "control/protocol/network_check.h"
 #include "control/protocol/preflight.h"
 #include "fingerprint/fingerprint.h"
 #include "plan/cluster.h"
@@ -110,6 +113,8 @@ struct Hello {
   // when it sent this hello, which the coordinator compares with its own.
   std::optional<NodeFigures> preflight;
   std::optional<std::int64_t> wall_ms;
+  // --preflight network: the port this task's tfboot measures its links on (preflight.network_port).
+  std::optional<int> network_port;
 };
 // Hello::started_ms_ago for a tfboot started at `started`: at most what the wire carries (24.8
 // days), which a job restarting in place after weeks reaches.
@@ -153,6 +158,8 @@ struct Start {
   bool stop_together = false;
   // --preflight passed: each task's clock offset from the coordinator's in cluster order, in ms.
   std::optional<std::vector<std::int64_t>> clock_offsets_ms;
+  // --preflight network passed: the job's figures (preflight.network).
+  std::optional<NetworkSummary> network;
 };
 struct Abort {
   int code = exit_code::start_barrier_incomplete;  // or environment_mismatch, peers_unresolved, preflight_refused
@@ -186,7 +193,38 @@ struct Preempt {
   JobMember task;
   int signal = 15;
 };
-using Message = std::variant<Challenge, Hello, Accepted, Refused, Waiting, Start, Abort, Ping, Exit, Done, Stop, Restart, Preempt>;
+// --preflight network (docs/preflight.md): once every task is present, the coordinator asks each
+// task to measure its links: in round r (at r * round_ms after this message came) it streams to
+// rounds[r]'s task for bulk_ms, at most max_bytes, on that task's network port, while its own
+// listener counts what its partners stream to it. `to`: the partner's position in cluster order.
+struct ProbeRound {
+  int to = 0;
+  std::string address;
+  int port = 0;
+};
+struct Measure {
+  std::string session;  // 16 hex digits: a probe connection of another session is refused
+  int round_ms = 1500;
+  int bulk_ms = 500;
+  std::int64_t max_bytes = 128 << 20;
+  std::vector<ProbeRound> rounds;
+};
+inline constexpr std::size_t max_probe_rounds = 8;
+inline constexpr std::size_t max_measured_links = 64;
+// Each link as its receiver counted it (rtt, throughput), or as its sender failed it (problem).
+struct MeasuredLink {
+  int from = 0;
+  int to = 0;
+  std::optional<std::int64_t> rtt_us;
+  std::optional<std::int64_t> bits_per_second;
+  std::string problem;
+};
+struct Measured {
+  std::string session;
+  std::vector<MeasuredLink> links;
+};
+using Message = std::variant<Challenge, Hello, Accepted, Refused, Waiting, Start, Abort, Ping, Exit, Done, Stop, Restart, Preempt,
+                             Measure, Measured>;
 
 enum class Sender { task, coordinator };
 

@@ -3,10 +3,12 @@
 //   control/protocol/messages.h   message types, framing, encoding and the validating parser (the wire)
 //   control/protocol/handshake.h  the shared-secret proofs and the checks of the first messages
 //   control/protocol/barrier.h    the start barrier's state, as the coordinator keeps it
+//   control/protocol/network_check.h  --preflight network: the schedule of partners and the verdict on the links
 //   control/protocol/watch.h      the job after the start: JobMonitor (coordinator), CoordinatorWatch (task)
 #pragma once
 
 #include "control/protocol/barrier.h"
 #include "control/protocol/handshake.h"
 #include "control/protocol/messages.h"
+#include "control/protocol/network_check.h"
 #include "control/protocol/watch.h"

@@ -37,6 +37,7 @@ SANITIZE = {
     "test_restarts.py::test_fifty_restarts_leave_no_descriptor_thread_or_memory_behind",
     "test_preflight.py::test_network_level_refuses_a_job_with_a_slow_node_and_names_it",
     "test_preflight.py::test_network_level_with_healthy_nodes_starts_and_records_the_figures",
+    "test_preflight.py::test_a_gpu_the_driver_lists_but_that_does_not_answer_is_named",
 }
 
 

@@ -89,6 +89,7 @@ void observe_preflight(const PreflightRecord& checks, bool passed, const std::st
     record.preflight_directories = {directory("log_root", checks.node.log_root)};
     if (checks.node.checkpoint_dir) record.preflight_directories.push_back(directory("checkpoint_dir", *checks.node.checkpoint_dir));
     record.preflight_accelerators = checks.accelerators;
+    record.preflight_accelerators_answering = checks.accelerators_answering;
     if (checks.clock_offset_ms) record.preflight_clock_offset_seconds = static_cast<double>(*checks.clock_offset_ms) / 1000;
     if (checks.network) {
       record.preflight_network_seconds = checks.network->seconds;

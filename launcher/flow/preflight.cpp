@@ -1,4 +1,4 @@
-// The preflight step: the log root's and checkpoint dir's write, fsync and free room; the figures in the log and startup.json.
+// The preflight step: the log root's and checkpoint dir's write, fsync and free room, the GPUs' devices; the figures in the log and startup.json.
 #include "flow/preflight.h"
 
 #include <fcntl.h>
@@ -6,15 +6,23 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/files.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "base/unique_fd.h"
 
 namespace tfboot {
@@ -54,6 +62,82 @@ std::string write_probe(const std::string& directory) {
 
 bool is_url(const std::string& path) { return path.find("://") != std::string::npos; }
 
+struct ListedGpu {
+  std::string bus;     // the listing's directory name, "0000:3b:00.0"
+  std::string device;  // "/dev/nvidia2"
+};
+
+// Every GPU the driver lists with its "Device Minor:", in the listing's order by name.
+std::vector<ListedGpu> listed_gpus(const std::string& listing, const std::string& devices) {
+  std::vector<std::string> buses;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(listing, error), end; !error && it != end; it.increment(error)) {
+    buses.push_back(it->path().filename().string());
+  }
+  std::sort(buses.begin(), buses.end());
+  std::vector<ListedGpu> gpus;
+  for (const auto& bus : buses) {
+    const auto information = read_text_file(listing + "/" + bus + "/information", 4096);
+    if (!information) continue;
+    for (std::string_view line : lines(*information)) {
+      if (!line.starts_with("Device Minor:")) continue;  // an older driver says nothing of its device
+      std::string_view minor = line.substr(13);
+      minor.remove_prefix(std::min(minor.find_first_not_of(" \t"), minor.size()));
+      minor = minor.substr(0, minor.find_last_not_of(" \t\r") + 1);
+      if (!minor.empty() && minor.size() <= 6 && minor.find_first_not_of("0123456789") == std::string_view::npos) {
+        gpus.push_back({bus, devices + "/nvidia" + std::string(minor)});
+      }
+      break;
+    }
+  }
+  return gpus;
+}
+
+// "" when the device opens; "skip" when it is not this container's; else why it did not.
+std::string open_problem(const std::string& device) {
+  UniqueFd fd(::open(device.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK));
+  if (fd) return "";
+  if (errno == ENOENT || errno == EACCES || errno == EPERM) return "skip";
+  return std::strerror(errno);
+}
+
+}  // namespace
+
+GpuFigures check_gpus(const std::string& listing, const std::string& devices, std::chrono::milliseconds deadline) {
+  const std::vector<ListedGpu> gpus = listed_gpus(listing, devices);
+  // The opens run on a thread of their own: a GPU the driver lost can hold open() past any bound,
+  // and the start must not wait on it. The thread owns what it touches; a late one finishes alone.
+  struct Progress {
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::size_t done = 0;
+    GpuFigures figures;
+  };
+  auto progress = std::make_shared<Progress>();
+  std::thread([progress, gpus] {
+    for (const auto& gpu : gpus) {
+      const std::string problem = open_problem(gpu.device);
+      const std::lock_guard lock(progress->mutex);
+      if (problem.empty()) ++progress->figures.answering;
+      else if (problem != "skip") progress->figures.silent.push_back(gpu.bus + " (" + gpu.device + ": " + problem + ")");
+      ++progress->done;
+      progress->changed.notify_all();
+    }
+  }).detach();
+  std::unique_lock lock(progress->mutex);
+  progress->changed.wait_for(lock, deadline, [&] { return progress->done == gpus.size(); });
+  GpuFigures figures = progress->figures;
+  if (progress->done < gpus.size()) {
+    const ListedGpu& stuck = gpus[progress->done];
+    const std::size_t after = gpus.size() - progress->done - 1;
+    figures.silent.push_back(fmt::format("{} ({}: did not open within {} ms{})", stuck.bus, stuck.device, deadline.count(),
+                                         after ? fmt::format("; {} more not tried", after) : std::string()));
+  }
+  return figures;
+}
+
+namespace {
+
 }  // namespace
 
 DirectoryFigures check_directory(const std::string& directory) {
@@ -84,6 +168,9 @@ PreflightRecord check_this_node(const Options& options, const Fingerprint& own) 
     else record.node.checkpoint_dir = check_directory(options.checkpoint_dir->value);
   }
   record.accelerators = accelerator_count(own);
+  GpuFigures gpus = check_gpus();
+  record.accelerators_answering = gpus.answering;
+  record.node.silent_gpus = std::move(gpus.silent);
   record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return record;
 }
@@ -115,6 +202,7 @@ std::string preflight_json(const PreflightRecord& record) {
     out["checkpoint_dir"] = {{"path", record.checkpoint_dir_unchecked}, {"checked", false}};
   }
   out["accelerators"] = record.accelerators;
+  out["accelerators_answering"] = record.accelerators_answering;
   out["clock_offset_ms"] = record.clock_offset_ms ? nlohmann::ordered_json(*record.clock_offset_ms) : nlohmann::ordered_json();
   const PreflightBounds bounds;
   out["bounds"] = {{"max_clock_offset_ms", bounds.max_clock_offset_ms}, {"min_free_mib", bounds.min_free_mib}};
@@ -144,8 +232,8 @@ void log_preflight(const PreflightRecord& record) {
   } else if (!record.checkpoint_dir_unchecked.empty()) {
     checkpoint = ", checkpoint dir " + record.checkpoint_dir_unchecked + " not checked (not a local path)";
   }
-  log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free){}, {} accelerators, clock {}", logs.path,
-            logs.write_ms, logs.free_mib, checkpoint, record.accelerators,
+  log::info("preflight passed: log root {} writable ({:.1f} ms, {} MiB free){}, {} accelerators ({} answering), clock {}",
+            logs.path, logs.write_ms, logs.free_mib, checkpoint, record.accelerators, record.accelerators_answering,
             record.clock_offset_ms ? std::to_string(*record.clock_offset_ms) + " ms off the coordinator's" : "not compared (no coordinator)");
   if (record.network) {
     const NetworkSummary& figures = *record.network;

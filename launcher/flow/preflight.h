@@ -1,11 +1,13 @@
 // The preflight step of the flow (docs/preflight.md): this task's look at its node (can the log
-// root and the checkpoint dir take a write, and how much room is there), the verdict of a task alone, and startup.json's
+// root and the checkpoint dir take a write, how much room is there, do its GPUs answer), the verdict of a task alone, and startup.json's
 // "preflight" object. Effectful; the job's verdict is control/protocol/preflight.h's, at the barrier.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "cli/options.h"
@@ -20,11 +22,23 @@ namespace tfboot {
 // that file system. Never fails: what went wrong is DirectoryFigures::problem ("No space left on device").
 DirectoryFigures check_directory(const std::string& directory);
 
+// The GPUs the driver lists (`listing`/<bus id>/information, its "Device Minor: N") and whether each
+// one's device, `devices`/nvidia<N>, opens. A device that is absent or not permitted is not this
+// container's GPU and is skipped; any other failure (ENXIO, ENODEV, EIO: fallen off the bus, lost by
+// the driver), or an open still blocked at `deadline`, names the GPU in `silent`.
+struct GpuFigures {
+  int answering = 0;                // devices that opened
+  std::vector<std::string> silent;  // "0000:3b:00.0 (/dev/nvidia2: No such device or address)"
+};
+GpuFigures check_gpus(const std::string& listing = "/proc/driver/nvidia/gpus", const std::string& devices = "/dev",
+                      std::chrono::milliseconds deadline = std::chrono::seconds(5));
+
 // What this task's preflight found, for the log, startup.json and /status.
 struct PreflightRecord {
   NodeFigures node;
   std::string checkpoint_dir_unchecked;  // --checkpoint-dir when it is a URL (gs://, s3://): not ours to probe
   int accelerators = 0;
+  int accelerators_answering = 0;               // of them, those whose device opened
   std::optional<std::int64_t> clock_offset_ms;  // as the coordinator measured it; none for a task alone
   double seconds = 0;                           // this task's checks
   std::string level = "quick";                  // --preflight: quick or network
@@ -32,8 +46,8 @@ struct PreflightRecord {
   NetworkBounds network_bounds;                 // what they were judged against
 };
 
-// This task's checks: the log root (--log-root, /logs by default), --checkpoint-dir when given, and
-// the GPUs its fingerprint counts.
+// This task's checks: the log root (--log-root, /logs by default), --checkpoint-dir when given, the
+// GPUs its fingerprint counts, and whether each GPU the driver lists answers.
 PreflightRecord check_this_node(const Options& options, const Fingerprint& own);
 // A task without the control channel judges itself: exit 8 naming what is wrong.
 Result<void> judge_alone(const PreflightRecord& record, const std::string& task, const std::string& host);

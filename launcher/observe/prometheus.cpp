@@ -84,6 +84,10 @@ std::string render_metrics(const StartRecord& record) {
   }
   out.family("tfboot_preflight_accelerators", "gauge", "--preflight: the GPUs this task sees.");
   if (record.preflight_accelerators) out.sample("tfboot_preflight_accelerators", *record.preflight_accelerators);
+  out.family("tfboot_preflight_accelerators_answering", "gauge", "--preflight: of those GPUs, the ones whose device opened.");
+  if (record.preflight_accelerators_answering) {
+    out.sample("tfboot_preflight_accelerators_answering", *record.preflight_accelerators_answering);
+  }
   out.family("tfboot_preflight_clock_offset_seconds", "gauge", "--preflight: this task's wall clock less the coordinator's.");
   if (record.preflight_clock_offset_seconds) out.sample("tfboot_preflight_clock_offset_seconds", *record.preflight_clock_offset_seconds);
   out.family("tfboot_preflight_network_seconds", "gauge", "--preflight network: from the measure to the verdict, at the coordinator.");

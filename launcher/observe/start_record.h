@@ -81,6 +81,7 @@ struct StartRecord {
   };
   std::vector<PreflightDirectory> preflight_directories;
   std::optional<int> preflight_accelerators;
+  std::optional<int> preflight_accelerators_answering;  // of them, those whose device opened
   std::optional<double> preflight_clock_offset_seconds;
   // --preflight network: the job's figures, once the start carried them.
   std::optional<double> preflight_network_seconds;

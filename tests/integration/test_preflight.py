@@ -1,14 +1,17 @@
 """--preflight quick across pods (docs/preflight.md): the job starts when every node is healthy,
-and a node that cannot run it (a full log root, other accelerators, a clock off) is named in one
-line while every task exits 8 and nothing is run or written.
+and a node that cannot run it (a full log root, other accelerators, a GPU that does not answer, a
+clock off) is named in one line while every task exits 8 and nothing is run or written.
 
 Pods are network namespaces with a real dnsmasq (tests/harness), as in test_supervision.py. A
 pod's GPUs are faked by bind-mounting a directory over /proc/driver in its mount namespace (what
-the fingerprint reads: /proc/driver/nvidia/gpus/*/information); tfboot then runs as a child
-subreaper, not PID 1, since a pod run as PID 1 mounts a fresh /proc over it.
+the fingerprint reads: /proc/driver/nvidia/gpus/*/information), and their devices by one over
+/dev holding real device nodes; tfboot then runs as a child subreaper, not PID 1, since a pod run
+as PID 1 mounts a fresh /proc over it.
 """
 
 import json
+import os
+import stat
 import subprocess
 import sys
 import time
@@ -28,13 +31,35 @@ def start(net, tfboot, pod, log_root, count, extra_env=None, command=("true",), 
     return net.run(pod, [tfboot, "--", *command], env=env, **run)
 
 
-def fake_gpus(directory, count):
-    """A /proc/driver with `count` NVIDIA GPUs, as the driver lists them."""
+def fake_gpus(directory, count, minors=False):
+    """A /proc/driver with `count` NVIDIA GPUs, as the driver lists them (with `minors`, each with
+    its "Device Minor:", as drivers since long write it: GPU i is /dev/nvidia<i>)."""
     for index in range(count):
         gpu = directory / "nvidia" / "gpus" / f"0000:0{index}:00.0"
         gpu.mkdir(parents=True)
-        (gpu / "information").write_text("Model: \t\t Tesla T4\nIRQ:   \t\t 42\n")
+        minor = f"Device Minor: \t {index}\n" if minors else ""
+        (gpu / "information").write_text(f"Model: \t\t Tesla T4\nIRQ:   \t\t 42\n{minor}")
     directory.mkdir(parents=True, exist_ok=True)
+    return str(directory)
+
+
+def unused_char_major():
+    """A character-device major no driver of this kernel registered: opening such a node fails
+    with ENXIO, as opening a GPU the driver lost does."""
+    text = open("/proc/devices").read().split("Block devices:")[0]
+    used = {int(line.split()[0]) for line in text.splitlines() if line.strip()[:1].isdigit()}
+    return next(major for major in range(240, 255) if major not in used)
+
+
+def fake_dev(directory, count, silent=()):
+    """A /dev with null, zero and urandom, and nvidia<i> for i < count: a real character device
+    that opens (/dev/null's numbers), or for i in `silent` one whose driver is not there."""
+    directory.mkdir(parents=True)
+    for name, minor in (("null", 3), ("zero", 5), ("urandom", 9)):
+        os.mknod(directory / name, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    for index in range(count):
+        numbers = os.makedev(unused_char_major(), 0) if index in silent else os.makedev(1, 3)
+        os.mknod(directory / f"nvidia{index}", 0o666 | stat.S_IFCHR, numbers)
     return str(directory)
 
 
@@ -188,6 +213,30 @@ def test_a_node_that_sees_other_accelerators_is_named(net, tfboot, tmp_path):
     assert_refused_everywhere(
         results, "preflight refused the start: worker:2 (host 'mnist-worker-2'): sees 1 accelerators, "
                  "the other worker tasks 2 (most of them)")
+
+
+def test_a_gpu_the_driver_lists_but_that_does_not_answer_is_named(net, tfboot, tmp_path):
+    pods = net.add_job_pods(3)
+    drivers = [fake_gpus(tmp_path / f"driver-{i}", 2, minors=True) for i in range(3)]
+
+    def run(devs, logs):
+        procs = [start(net, tfboot, pod, logs, 3, pid1=False, extra_mounts=[(driver, "/proc/driver"), (dev, "/dev")])
+                 for pod, driver, dev in zip(pods, drivers, devs)]
+        return communicate_all(procs, 60)
+
+    # Every GPU's device opens: the job starts, each task's two GPUs counted as answering.
+    healthy = run([fake_dev(tmp_path / f"dev-{i}", 2) for i in range(3)], tmp_path / "logs")
+    assert [code for code, _, _ in healthy] == [0, 0, 0], [err for _, _, err in healthy]
+    for index in range(3):
+        preflight = json.loads((tmp_path / "logs" / f"worker_{index}" / "startup.json").read_text())["preflight"]
+        assert (preflight["accelerators"], preflight["accelerators_answering"]) == (2, 2)
+    # On worker:2 the driver still lists GPU 1, but its device does not open: named, nobody starts.
+    results = run([fake_dev(tmp_path / f"dev-bad-{i}", 2, silent={1} if i == 2 else ()) for i in range(3)],
+                  tmp_path / "logs-bad")
+    assert_refused_everywhere(
+        results, "preflight refused the start: worker:2 (host 'mnist-worker-2'): GPU 0000:01:00.0 "
+                 "(/dev/nvidia1: No such device or address) is listed by the driver but does not answer")
+    assert not (tmp_path / "logs-bad").exists()
 
 
 def test_a_clock_off_the_coordinators_is_named(net, tfboot, tmp_path):

@@ -84,6 +84,16 @@ TEST_CASE("preflight::judge_preflight") {
     REQUIRE(verdict.refusals.size() == 1);
     CHECK(verdict.refusals[0] == "worker:1 (host 'host-1'): sees 0 accelerators, the other worker tasks 8");
   }
+  SUBCASE("each GPU the driver lists but that does not answer is named") {
+    NodeFigures lost = writable();
+    lost.silent_gpus = {"0000:3b:00.0 (/dev/nvidia2: No such device or address)", "0000:5e:00.0 (/dev/nvidia3: did not open within 5000 ms)"};
+    auto verdict = judge_preflight({task("worker:0"), task("worker:1", 4, 0, lost)}, bounds);
+    REQUIRE(verdict.refusals.size() == 2);
+    CHECK(verdict.refusals[0] ==
+          "worker:1 (host 'host-1'): GPU 0000:3b:00.0 (/dev/nvidia2: No such device or address) is listed by the driver but does not answer");
+    CHECK(verdict.refusals[1] ==
+          "worker:1 (host 'host-1'): GPU 0000:5e:00.0 (/dev/nvidia3: did not open within 5000 ms) is listed by the driver but does not answer");
+  }
   SUBCASE("a task that reported nothing is named") {
     auto verdict = judge_preflight({task("worker:0"), task("worker:1", 4, std::nullopt, std::nullopt)}, bounds);
     REQUIRE(verdict.refusals.size() == 1);
@@ -100,7 +110,8 @@ TEST_CASE("preflight::judge_preflight") {
 }
 
 TEST_CASE("preflight::the figures travel in the hello and the offsets in the start") {
-  Hello hello = hello_from("worker:1", 2, NodeFigures{{"/logs", "Read-only file system", 5, 1.25}, DirectoryFigures{"/ckpt", "", 900, 0.5}});
+  Hello hello = hello_from("worker:1", 2, NodeFigures{{"/logs", "Read-only file system", 5, 1.25}, DirectoryFigures{"/ckpt", "", 900, 0.5},
+                                                      {"0000:3b:00.0 (/dev/nvidia2: No such device or address)"}});
   hello.wall_ms = 1'764'700'000'123;
   auto parsed = parse_message(encode(hello).substr(0, encode(hello).size() - 1), Sender::task);
   REQUIRE(parsed);
@@ -179,6 +190,35 @@ TEST_CASE("preflight::check_directory") {
     CHECK(figures.problem == "neither it nor a parent is a directory");
   }
   std::filesystem::remove_all(directory);
+}
+
+TEST_CASE("preflight::check_gpus opens each listed GPU's device") {
+  const auto root = std::filesystem::temp_directory_path() / ("tfboot-gpus-test-" + std::to_string(::getpid()));
+  const auto listing = root / "gpus";
+  const auto devices = root / "dev";
+  std::filesystem::create_directories(devices);
+  auto list = [&](const std::string& bus, const std::string& information) {
+    std::filesystem::create_directories(listing / bus);
+    std::ofstream(listing / bus / "information") << information;
+  };
+  list("0000:01:00.0", "Model: \t\t Tesla T4\nIRQ:   \t\t 42\nDevice Minor: \t 0\n");
+  list("0000:02:00.0", "Model: \t\t Tesla T4\nDevice Minor: \t 1\n");
+  list("0000:03:00.0", "Model: \t\t Tesla T4\nDevice Minor: \t 2\nBlacklisted:\t No\n");
+  list("0000:04:00.0", "Model: \t\t Tesla T4\n");  // no minor: nothing to open
+  { std::ofstream(devices / "nvidia0") << ""; }      // opens
+  // nvidia1 absent: another container's GPU, not this one's
+  std::filesystem::create_directories(devices / "nvidia2");  // opens with an error, as a lost GPU's does
+  SUBCASE("one answers, one is not this container's, one does not answer and is named") {
+    const GpuFigures figures = check_gpus(listing.string(), devices.string());
+    CHECK(figures.answering == 1);
+    CHECK(figures.silent == std::vector<std::string>{"0000:03:00.0 (" + (devices / "nvidia2").string() + ": Is a directory)"});
+  }
+  SUBCASE("no listing: no GPU, nothing named") {
+    const GpuFigures figures = check_gpus((root / "none").string(), devices.string());
+    CHECK(figures.answering == 0);
+    CHECK(figures.silent.empty());
+  }
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace tfboot

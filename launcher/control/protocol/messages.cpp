@@ -97,6 +97,7 @@ struct Encoder {
       // The log root's figures at the top (as protocol 2 first sent them), the checkpoint dir's beside.
       out["preflight"] = directory_json(m.preflight->log_root, "log_root");
       if (m.preflight->checkpoint_dir) out["preflight"]["checkpoint_dir"] = directory_json(*m.preflight->checkpoint_dir, "path");
+      if (!m.preflight->silent_gpus.empty()) out["preflight"]["silent_gpus"] = m.preflight->silent_gpus;
       if (m.network_port) out["preflight"]["network_port"] = *m.network_port;
     }
     if (m.wall_ms) out["wall_ms"] = *m.wall_ms;
@@ -366,6 +367,7 @@ Message parse_hello(Fields& f) {
           if (dir.problem) inner.reject("checkpoint_dir", *dir.problem);
         }
       }
+      if (inner.has("silent_gpus")) node.silent_gpus = inner.texts("silent_gpus", max_listed, max_text);
       if (inner.has("network_port")) hello.network_port = inner.integer("network_port", 1, 65535);
       if (inner.problem) f.reject("preflight", *inner.problem);
       hello.preflight = node;

@@ -1,4 +1,4 @@
-// The quick preflight's verdict: a task's directories, its clock, its accelerators against its type's.
+// The quick preflight's verdict: a task's directories and GPUs, its clock, its accelerators against its type's.
 #include "control/protocol/preflight.h"
 
 #include <map>
@@ -51,6 +51,7 @@ PreflightVerdict judge_preflight(const std::vector<TaskPreflight>& tasks, const 
     } else {
       judge_directory("log root", task.node->log_root, bounds, problems);
       if (task.node->checkpoint_dir) judge_directory("checkpoint dir", *task.node->checkpoint_dir, bounds, problems);
+      for (const auto& gpu : task.node->silent_gpus) problems.push_back("GPU " + gpu + " is listed by the driver but does not answer");
     }
     if (task.clock_offset_ms && (*task.clock_offset_ms > bounds.max_clock_offset_ms || *task.clock_offset_ms < -bounds.max_clock_offset_ms)) {
       problems.push_back("clock " + std::to_string(*task.clock_offset_ms) + " ms off the coordinator's (at most " +

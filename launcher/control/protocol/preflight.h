@@ -1,5 +1,5 @@
 // The quick preflight's verdict, pure (docs/preflight.md): each task's figures (what its hello said
-// about its node, the clock offset the coordinator measured at its hello) in, the tasks that
+// about its node: its directories, its GPUs that do not answer, the clock offset the coordinator measured at its hello) in, the tasks that
 // cannot run the job out, each named with its host and what is wrong, in one line.
 #pragma once
 
@@ -25,6 +25,8 @@ struct DirectoryFigures {
 struct NodeFigures {
   DirectoryFigures log_root;
   std::optional<DirectoryFigures> checkpoint_dir;  // --checkpoint-dir, when given as a local path
+  // GPUs the driver lists whose device does not open: "0000:3b:00.0 (/dev/nvidia2: No such device or address)"
+  std::vector<std::string> silent_gpus;
   friend bool operator==(const NodeFigures&, const NodeFigures&) = default;
 };
 

@@ -30,9 +30,9 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
     };
     bound(hello.preflight->log_root);
     if (hello.preflight->checkpoint_dir) bound(*hello.preflight->checkpoint_dir);
-    auto& gpus = hello.preflight->silent_gpus;
-    if (gpus.size() > 64) gpus.resize(64);
-    for (auto& gpu : gpus) gpu = gpu.substr(0, 4096);
+    auto& gpus = hello.preflight->silent_gpus;  // 16 KiB at most, well inside a task's 64 KiB line
+    if (gpus.size() > 32) gpus.resize(32);
+    for (auto& gpu : gpus) gpu = gpu.substr(0, 512);
   }
   hello.tfboot = std::string(TFBOOT_VERSION_STRING " (" TFBOOT_COMMIT ")").substr(0, max_tfboot_version);
   // --preflight network, at the job's first start (a restart in place keeps the nodes it measured):

@@ -55,6 +55,7 @@ struct NetworkMeasurement {
   std::future<std::vector<MeasuredLink>> own;
   std::size_t own_position = 0;
   std::size_t waiting = 0;  // reports not in yet
+  std::vector<std::size_t> shifts;  // the schedule: in round r task i streams to (i + shifts[r]) mod N
 
   // A task's figures, taken once, from the connection it was asked on.
   bool take(ConnectionId id, const Measured& measured) {
@@ -290,8 +291,9 @@ class CoordinatorBarrier {
       if (!message) return candidate.channel.fail("protocol violation: " + message.error().message);
       if (candidate.task) {
         // Before the start a present task only sends heartbeats, and the figures it was asked for.
-        const Measured* measured = std::get_if<Measured>(&*message);
-        if (measured && measuring_ && measuring_->take(id, *measured)) {
+        // Figures of an earlier session, or after their deadline, are a sign of life, not a violation.
+        if (const Measured* measured = std::get_if<Measured>(&*message)) {
+          if (!measuring_ || !measuring_->take(id, *measured)) log::debug("preflight network: figures from {} not asked for now, left aside", candidate.task->text());
           barrier_.on_heard(id, now);
           continue;
         }
@@ -574,6 +576,7 @@ class CoordinatorBarrier {
     log::info("preflight network: every task measures its links to {} ({} in all), {} ms a round",
               counted(shifts.size(), "partner"), tasks * shifts.size(), own.round_ms);
     measurement.decision = std::move(decision);
+    measurement.shifts = shifts;
     measuring_ = std::move(measurement);
     return std::nullopt;
   }
@@ -602,10 +605,23 @@ class CoordinatorBarrier {
       }
       for (const MeasuredLink& link : *measurement.reports[i]) {
         if (link.from < 0 || link.from >= tasks || link.to < 0 || link.to >= tasks) continue;
+        // A task speaks only of its own links: what it received, or what it could not send.
+        if (static_cast<std::size_t>(link.to) != i && static_cast<std::size_t>(link.from) != i) continue;
         LinkFigure figure{static_cast<std::size_t>(link.from), static_cast<std::size_t>(link.to), std::nullopt, std::nullopt, link.problem};
         if (link.rtt_us) figure.rtt_ms = static_cast<double>(*link.rtt_us) / 1000;
         if (link.bits_per_second) figure.bits_per_second = static_cast<double>(*link.bits_per_second);
         links.push_back(std::move(figure));
+      }
+    }
+    // A scheduled link neither end reported (both reports in) is named too.
+    std::set<std::pair<std::size_t, std::size_t>> reported;
+    for (const LinkFigure& link : links) reported.emplace(link.from, link.to);
+    for (std::size_t from = 0; from < measurement.reports.size(); ++from) {
+      for (std::size_t shift : measurement.shifts) {
+        const std::size_t to = (from + shift) % measurement.reports.size();
+        if (measurement.reports[from] && measurement.reports[to] && !reported.contains({from, to})) {
+          links.push_back(LinkFigure{from, to, std::nullopt, std::nullopt, "neither end reported it"});
+        }
       }
     }
     NetworkVerdict verdict = judge_network(links, names, settings_.network_bounds);

@@ -32,7 +32,8 @@ constexpr int pings = 5;
 constexpr std::size_t handlers_at_once = 8;
 constexpr std::size_t handlers_per_session = 64;
 constexpr std::size_t max_header = 600;
-constexpr auto step_timeout = 3s;  // a connect, a header, a round trip
+constexpr auto step_timeout = 3s;  // a connect, a round trip
+constexpr auto header_timeout = 1s;  // a partner sends its header as it connects: a stranger's slot is freed soon
 // Each round pings first, while no link streams, and streams from this far into the round: a
 // round trip measured beside a stream measures the stream's queue (and, with many pods on one
 // host, its scheduler), not the link.
@@ -105,7 +106,7 @@ std::optional<MeasuredLink> receive_link(const Socket& socket, const Measure& pl
   const int fd = socket.fd();
   no_delay(fd);
   std::string header;
-  const Instant header_until = std::min(end, SteadyClock::now() + step_timeout);
+  const Instant header_until = std::min(end, SteadyClock::now() + header_timeout);
   while (header.empty() || header.back() != '\n') {
     auto byte = read_byte(fd, header_until);
     if (!byte || header.size() >= max_header) return std::nullopt;
@@ -271,12 +272,24 @@ std::vector<MeasuredLink> NetworkProbe::measure(const Measure& plan, int self, s
   } catch (const std::system_error& error) {
     log::warn("preflight network: no thread to receive on: {}", error.what());
   }
+  // Each round's send on a thread of its own too, started on time: a partner that stalls one
+  // round does not push this task's later rounds past the session's end.
+  std::vector<std::thread> senders;
   for (std::size_t r = 0; r < plan.rounds.size(); ++r) {
-    std::this_thread::sleep_until(start + std::chrono::milliseconds(plan.round_ms) * static_cast<int>(r));
-    const ProbeRound& round = plan.rounds[r];
-    std::string problem = send_link(round, plan, self, job_id_, end);
-    if (!problem.empty()) keep(MeasuredLink{self, round.to, std::nullopt, std::nullopt, problem});
+    auto send = [&, r] {
+      std::this_thread::sleep_until(start + std::chrono::milliseconds(plan.round_ms) * static_cast<int>(r));
+      const ProbeRound& round = plan.rounds[r];
+      std::string problem = send_link(round, plan, self, job_id_, end);
+      if (!problem.empty()) keep(MeasuredLink{self, round.to, std::nullopt, std::nullopt, problem});
+    };
+    try {
+      senders.emplace_back(send);
+    } catch (const std::system_error& error) {  // no thread to spare: sent from here, in turn
+      log::warn("preflight network: no thread to send round {} on: {}", r + 1, error.what());
+      send();
+    }
   }
+  for (auto& sender : senders) sender.join();
   if (receiver) receiver->join();
   std::lock_guard lock(mutex);
   return links;

@@ -16,8 +16,8 @@
 namespace tfboot {
 
 // One link, from the receiver's side: the sender's first line names the job, the session and
-// both ends; the receiver then times four one-byte round trips, says go, and counts the bytes the
-// sender streams until it stops (bulk_ms, or max_bytes) or the receiver's own deadline.
+// both ends; the receiver then times five one-byte round trips (keeping the least), says go, and
+// counts the bytes the sender streams until it stops (bulk_ms, or max_bytes) or its own deadline.
 class NetworkProbe {
  public:
   // Listens on `port` of every address (0: one the kernel chooses, for tests), before the barrier, so that the port is ours (or its

@@ -62,6 +62,9 @@ std::string write_probe(const std::string& directory) {
 
 bool is_url(const std::string& path) { return path.find("://") != std::string::npos; }
 
+// A node lists at most a few dozen GPUs; more is no driver's listing, and the hello stays small.
+constexpr std::size_t max_listed_gpus = 64;
+
 struct ListedGpu {
   std::string bus;     // the listing's directory name, "0000:3b:00.0"
   std::string device;  // "/dev/nvidia2"
@@ -72,7 +75,7 @@ std::vector<ListedGpu> listed_gpus(const std::string& listing, const std::string
   std::vector<std::string> buses;
   std::error_code error;
   for (std::filesystem::directory_iterator it(listing, error), end; !error && it != end; it.increment(error)) {
-    buses.push_back(it->path().filename().string());
+    if (buses.size() < max_listed_gpus) buses.push_back(it->path().filename().string());
   }
   std::sort(buses.begin(), buses.end());
   std::vector<ListedGpu> gpus;
@@ -93,52 +96,88 @@ std::vector<ListedGpu> listed_gpus(const std::string& listing, const std::string
   return gpus;
 }
 
-// "" when the device opens; "skip" when it is not this container's; else why it did not.
-std::string open_problem(const std::string& device) {
-  UniqueFd fd(::open(device.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK));
-  if (fd) return "";
-  if (errno == ENOENT || errno == EACCES || errno == EPERM) return "skip";
-  return std::strerror(errno);
+// 0 when the device opens, else the errno of its open.
+int open_errno(const std::string& device) {
+  while (true) {
+    UniqueFd fd(::open(device.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK));
+    if (fd) return 0;
+    if (errno != EINTR) return errno;
+  }
 }
+
+// What the driver answers for a GPU it lost. Anything else (absent, not permitted: another
+// container's GPU; out of descriptors or memory: tfboot's own trouble) says nothing of the GPU.
+bool gpu_does_not_answer(int error) { return error == ENXIO || error == ENODEV || error == EIO; }
 
 }  // namespace
 
 GpuFigures check_gpus(const std::string& listing, const std::string& devices, std::chrono::milliseconds deadline) {
-  const std::vector<ListedGpu> gpus = listed_gpus(listing, devices);
-  // The opens run on a thread of their own: a GPU the driver lost can hold open() past any bound,
-  // and the start must not wait on it. The thread owns what it touches; a late one finishes alone.
+  // The listing and every open run on threads of their own, all against one deadline: a GPU the
+  // driver lost can hold a read or an open() past any bound (without persistence mode a healthy
+  // GPU's first open takes a while too, so each has its own thread). The threads own what they
+  // touch; one still blocked at the deadline finishes alone.
   struct Progress {
     std::mutex mutex;
     std::condition_variable changed;
+    bool listed = false;
+    std::vector<ListedGpu> gpus;
+    std::vector<std::optional<int>> errors;  // by GPU: its open's errno, once it returned
     std::size_t done = 0;
-    GpuFigures figures;
   };
   auto progress = std::make_shared<Progress>();
-  std::thread([progress, gpus] {
-    for (const auto& gpu : gpus) {
-      const std::string problem = open_problem(gpu.device);
-      const std::lock_guard lock(progress->mutex);
-      if (problem.empty()) ++progress->figures.answering;
-      else if (problem != "skip") progress->figures.silent.push_back(gpu.bus + " (" + gpu.device + ": " + problem + ")");
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  auto start_thread = [](auto work) {
+    try {
+      std::thread(std::move(work)).detach();
+      return true;
+    } catch (const std::system_error& error) {
+      log::warn("preflight: no thread to check the GPUs ({}); their devices not opened", error.what());
+      return false;
+    }
+  };
+  const bool started = start_thread([progress, listing, devices] {
+    std::vector<ListedGpu> gpus = listed_gpus(listing, devices);
+    const std::lock_guard lock(progress->mutex);
+    progress->gpus = std::move(gpus);
+    progress->errors.assign(progress->gpus.size(), std::nullopt);
+    progress->listed = true;
+    progress->changed.notify_all();
+  });
+  GpuFigures figures;
+  if (!started) return figures;
+  std::unique_lock lock(progress->mutex);
+  if (!progress->changed.wait_until(lock, until, [&] { return progress->listed; })) {
+    figures.silent.push_back(fmt::format("the driver's GPU listing {} did not answer within {} ms", listing, deadline.count()));
+    return figures;
+  }
+  for (std::size_t i = 0; i < progress->gpus.size(); ++i) {
+    const bool opened = start_thread([progress, i, device = progress->gpus[i].device] {
+      const int error = open_errno(device);
+      const std::lock_guard done_lock(progress->mutex);
+      progress->errors[i] = error;
       ++progress->done;
       progress->changed.notify_all();
+    });
+    if (!opened) {
+      progress->errors[i] = 0;  // not checked: counted as neither
+      ++progress->done;
     }
-  }).detach();
-  std::unique_lock lock(progress->mutex);
-  progress->changed.wait_for(lock, deadline, [&] { return progress->done == gpus.size(); });
-  GpuFigures figures = progress->figures;
-  if (progress->done < gpus.size()) {
-    const ListedGpu& stuck = gpus[progress->done];
-    const std::size_t after = gpus.size() - progress->done - 1;
-    figures.silent.push_back(fmt::format("{} ({}: did not open within {} ms{})", stuck.bus, stuck.device, deadline.count(),
-                                         after ? fmt::format("; {} more not tried", after) : std::string()));
+  }
+  progress->changed.wait_until(lock, until, [&] { return progress->done == progress->gpus.size(); });
+  for (std::size_t i = 0; i < progress->gpus.size(); ++i) {
+    const ListedGpu& gpu = progress->gpus[i];
+    const std::optional<int>& error = progress->errors[i];
+    if (!error) {
+      figures.silent.push_back(fmt::format("GPU {} is listed by the driver but does not answer ({} did not open within {} ms)", gpu.bus,
+                                           gpu.device, deadline.count()));
+    } else if (gpu_does_not_answer(*error)) {
+      figures.silent.push_back(fmt::format("GPU {} is listed by the driver but does not answer ({}: {})", gpu.bus, gpu.device, std::strerror(*error)));
+    } else if (*error == 0) {
+      ++figures.answering;
+    }
   }
   return figures;
 }
-
-namespace {
-
-}  // namespace
 
 DirectoryFigures check_directory(const std::string& directory) {
   const auto began = std::chrono::steady_clock::now();

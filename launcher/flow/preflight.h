@@ -23,12 +23,12 @@ namespace tfboot {
 DirectoryFigures check_directory(const std::string& directory);
 
 // The GPUs the driver lists (`listing`/<bus id>/information, its "Device Minor: N") and whether each
-// one's device, `devices`/nvidia<N>, opens. A device that is absent or not permitted is not this
-// container's GPU and is skipped; any other failure (ENXIO, ENODEV, EIO: fallen off the bus, lost by
-// the driver), or an open still blocked at `deadline`, names the GPU in `silent`.
+// one's device, `devices`/nvidia<N>, opens. An open that fails with ENXIO, ENODEV or EIO (a GPU
+// fallen off the bus, lost by the driver), or a listing or open still blocked at `deadline`, is
+// named in `silent`; any other failure (absent, not permitted: another container's GPU) is not.
 struct GpuFigures {
   int answering = 0;                // devices that opened
-  std::vector<std::string> silent;  // "0000:3b:00.0 (/dev/nvidia2: No such device or address)"
+  std::vector<std::string> silent;  // "GPU 0000:3b:00.0 is listed by the driver but does not answer (/dev/nvidia2: ...)"
 };
 GpuFigures check_gpus(const std::string& listing = "/proc/driver/nvidia/gpus", const std::string& devices = "/dev",
                       std::chrono::milliseconds deadline = std::chrono::seconds(5));

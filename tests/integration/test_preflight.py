@@ -234,8 +234,8 @@ def test_a_gpu_the_driver_lists_but_that_does_not_answer_is_named(net, tfboot, t
     results = run([fake_dev(tmp_path / f"dev-bad-{i}", 2, silent={1} if i == 2 else ()) for i in range(3)],
                   tmp_path / "logs-bad")
     assert_refused_everywhere(
-        results, "preflight refused the start: worker:2 (host 'mnist-worker-2'): GPU 0000:01:00.0 "
-                 "(/dev/nvidia1: No such device or address) is listed by the driver but does not answer")
+        results, "preflight refused the start: worker:2 (host 'mnist-worker-2'): GPU 0000:01:00.0 is listed by "
+                 "the driver but does not answer (/dev/nvidia1: No such device or address)")
     assert not (tmp_path / "logs-bad").exists()
 
 

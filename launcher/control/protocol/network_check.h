@@ -22,7 +22,7 @@ std::vector<std::size_t> network_shifts(std::size_t tasks);
 struct LinkFigure {
   std::size_t from = 0;
   std::size_t to = 0;
-  std::optional<double> rtt_ms;       // the median of a few one-byte round trips
+  std::optional<double> rtt_ms;       // the least of a few one-byte round trips
   std::optional<double> bits_per_second;  // the bulk stream, as the receiver counted it
   std::string problem;                // "connection refused": the link could not be measured
 };

@@ -51,7 +51,7 @@ PreflightVerdict judge_preflight(const std::vector<TaskPreflight>& tasks, const 
     } else {
       judge_directory("log root", task.node->log_root, bounds, problems);
       if (task.node->checkpoint_dir) judge_directory("checkpoint dir", *task.node->checkpoint_dir, bounds, problems);
-      for (const auto& gpu : task.node->silent_gpus) problems.push_back("GPU " + gpu + " is listed by the driver but does not answer");
+      problems.insert(problems.end(), task.node->silent_gpus.begin(), task.node->silent_gpus.end());
     }
     if (task.clock_offset_ms && (*task.clock_offset_ms > bounds.max_clock_offset_ms || *task.clock_offset_ms < -bounds.max_clock_offset_ms)) {
       problems.push_back("clock " + std::to_string(*task.clock_offset_ms) + " ms off the coordinator's (at most " +

@@ -25,7 +25,8 @@ struct DirectoryFigures {
 struct NodeFigures {
   DirectoryFigures log_root;
   std::optional<DirectoryFigures> checkpoint_dir;  // --checkpoint-dir, when given as a local path
-  // GPUs the driver lists whose device does not open: "0000:3b:00.0 (/dev/nvidia2: No such device or address)"
+  // GPUs the driver lists whose device does not open, each said whole: "GPU 0000:3b:00.0 is listed by
+  // the driver but does not answer (/dev/nvidia2: No such device or address)"
   std::vector<std::string> silent_gpus;
   friend bool operator==(const NodeFigures&, const NodeFigures&) = default;
 };

@@ -339,7 +339,8 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
                        choose("unknown-variables", unknown_variables_choices, options.warn_unknown_variables)}) {
     if (!checked) return std::unexpected(checked.error());
   }
-  // The network level's port beside the job's others (a task's own port is checked with the plan).
+  // The network level's port beside the ports that stay open with the command (a task's own port
+  // may be the same: the probe closes before the command starts).
   struct Taken {
     const char* option;
     const char* what;

@@ -73,7 +73,7 @@ struct JobSettings {
   PreflightLevel preflight = PreflightLevel::off;
   std::optional<NodeFigures> node_figures;
   // --preflight network: the port this task measures its links on, and the verdict's bounds.
-  int network_port = 2221;
+  int network_port = 2221;  // 0: one the kernel chooses (tasks that share a host)
   NetworkBounds network_bounds;
   std::int64_t clock_offset_for_tests_ms = 0;
 };

@@ -42,7 +42,7 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
     auto opened = NetworkProbe::open(settings.network_port, settings.job_id);
     if (!opened) return std::unexpected(opened.error());
     probe.emplace(std::move(*opened));
-    hello.network_port = settings.network_port;
+    hello.network_port = probe->port();  // --preflight-port, or the one the kernel chose
   }
   const NetworkProbe* own_probe = probe ? &*probe : nullptr;
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now, own_probe);

@@ -271,7 +271,10 @@ Result<JobMembership> pass_start_barrier(const Options& options, const Environme
   if (options.preflight != PreflightLevel::off) {
     preflight = check_this_node(options, own);
     made->preflight = options.preflight;
-    made->network_port = options.preflight_port;
+    // Tasks that share a host (Slurm, host networking) cannot all listen on one port: each then
+    // takes one the kernel chooses, and its hello says which.
+    const auto on_this_host = std::ranges::count_if(plan.peers, [&](const PeerAddress& peer) { return peer.name == made->own_name; });
+    made->network_port = on_this_host > 1 ? 0 : options.preflight_port;
     made->network_bounds.refuse_below = options.preflight_refuse_below;
     made->node_figures = preflight->node;
     made->clock_offset_for_tests_ms = clock_offset_for_tests(env);

@@ -147,6 +147,16 @@ def test_slurm_step_of_two_tasks_waits_for_names_and_meets_on_the_control_port(t
         assert [p["port"] for p in startup["peers"]] == [2222, 2223]
 
 
+def test_two_tasks_of_one_host_measure_their_links_each_on_a_port_of_its_own(tfboot, tmp_path):
+    """--preflight network with two tasks on one host: one --preflight-port cannot take both, so
+    each listens on a port the kernel chooses and says it in its hello; both links are measured."""
+    env = {"TFBOOT_PREFLIGHT": "network", "TFBOOT_PREFLIGHT_PORT": str(free_tcp_port())}
+    for rank, (task, (_, stderr)) in enumerate(run_slurm_step_of_two_tasks(tfboot, tmp_path, env=env)):
+        assert task.returncode == 0, stderr
+        network = json.loads((tmp_path / "logs" / f"worker_{rank}" / "startup.json").read_text())["preflight"]["network"]
+        assert network["links"] == 2, network
+
+
 def test_the_coordinator_names_the_dns_servers_it_used_in_startup_json(tfboot, tmp_path):
     """The coordinator resolves nothing before the barrier and every name after it: its
     startup.json names the servers of those lookups, as the other task's does."""

@@ -39,7 +39,9 @@ def test_a_sigkilled_rank_fails_its_pod_with_137_and_the_other_pod_stops_with_20
     assert "stopping: worker:1 failed with signal SIGKILL (status 137)" in other.text, other.text[-3000:]
     seconds = other.at - killed.at
     print(f"the other pod ended {seconds:.2f}s after the killed rank's pod")
-    assert 0 <= seconds < 5
+    # The killed rank's tfboot tells the job before it exits itself, so the other pod may be seen
+    # ending a hair before it (CI saw -0.0002 s); what counts is that it ends within seconds.
+    assert -1 < seconds < 5
 
 
 def test_a_rank_that_raises_under_record_is_named_with_host_and_message_in_the_other_pod(tfboot, task_env, tmp_path):

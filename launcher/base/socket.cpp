@@ -35,7 +35,8 @@ std::string address_text(const sockaddr_storage& address) {
   return join_host_port(host, port);
 }
 
-Result<UniqueFd> listen_on(int family, int port, int backlog, const std::string& what) {
+// `host`: a numeric address, or "" for every address of `family`.
+Result<UniqueFd> listen_on(int family, int port, int backlog, const std::string& what, const std::string& host = "") {
   UniqueFd socket(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!socket) return errno_error(exit_code::resources, what + ": socket", errno);
   int on = 1;
@@ -51,10 +52,12 @@ Result<UniqueFd> listen_on(int family, int port, int backlog, const std::string&
   if (family == AF_INET6) {
     auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
     v6 = sockaddr_in6{.sin6_family = AF_INET6, .sin6_port = htons(static_cast<std::uint16_t>(port)), .sin6_addr = in6addr_any};
+    if (!host.empty() && ::inet_pton(AF_INET6, host.c_str(), &v6.sin6_addr) != 1) return make_error(exit_code::resources, what + ": '" + host + "' is not an IPv6 address");
     size = sizeof v6;
   } else {
     auto& v4 = reinterpret_cast<sockaddr_in&>(address);
     v4 = sockaddr_in{.sin_family = AF_INET, .sin_port = htons(static_cast<std::uint16_t>(port)), .sin_addr = {htonl(INADDR_ANY)}};
+    if (!host.empty() && ::inet_pton(AF_INET, host.c_str(), &v4.sin_addr) != 1) return make_error(exit_code::resources, what + ": '" + host + "' is not an IPv4 address");
     size = sizeof v4;
   }
   if (::bind(socket.get(), reinterpret_cast<sockaddr*>(&address), size) != 0 || ::listen(socket.get(), backlog) != 0) {
@@ -70,6 +73,13 @@ Result<Socket> listen_on_every_address(int port, int backlog, const std::string&
   if (socket) return Socket(socket->release());
   if (auto v4 = listen_on(AF_INET, port, backlog, what)) return Socket(v4->release());
   return std::unexpected(socket.error());  // the first error says more than the fallback's
+}
+
+Result<Socket> listen_on_address(const std::string& host, int port, int backlog, const std::string& what) {
+  const int family = host.find(':') == std::string::npos ? AF_INET : AF_INET6;
+  auto socket = listen_on(family, port, backlog, what + " on " + host, host);
+  if (!socket) return std::unexpected(socket.error());
+  return Socket(socket->release());
 }
 
 AcceptedConnection accept_one(int listener, std::string_view what) {

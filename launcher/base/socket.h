@@ -32,6 +32,9 @@ class Socket {
 // the setting in errors ("--control-port 2220"); every failure is exit_code::resources.
 Result<Socket> listen_on_every_address(int port, int backlog, const std::string& what);
 
+// On `port` of the one numeric address `host` (tasks that share a host, each on an address of its own).
+Result<Socket> listen_on_address(const std::string& host, int port, int backlog, const std::string& what);
+
 // One connection taken from a listener, or none.
 struct AcceptedConnection {
   Socket socket;     // empty when none was taken

@@ -48,6 +48,7 @@ constexpr OptionSpec option_table[] = {
     {"print", Kind::flag, "", "print what each process of this node would get (TF_CONFIG, or each rank's variables), at once, with no lookup; runs and writes nothing", "off"},
     {"init", Kind::negatable, "", "supervise the command as an init (--no-init: exec it)", "on when PID 1"},
     {"control-port", Kind::value, "N", "the job's control channel (start barrier, job end); 0 = off", "2220", true},
+    {"relay-port", Kind::value, "N", "above 128 tasks, the port relays listen on for their group; 0 = the control port", "0", true},
     {"start-timeout", Kind::value, "DURATION", "deadline for every task of the job to be present", "30m", true},
     {"env-check", Kind::value, "MODE", "warn, fail or off when tasks run different environments", "warn", true},
     {"preflight", Kind::value, "LEVEL", "off, quick (every task checks its node: log root, clock, accelerators) or network (also its links) before the start",
@@ -302,6 +303,11 @@ Result<Options> build_options(Mode mode, const RawSettings& raw, std::vector<std
     options.control_port = *value;
   } else {
     return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 to turn the control channel off");
+  }
+  if (auto port = get("relay-port"); auto value = whole_number(*port, 65535)) {
+    options.relay_port = *value;
+  } else {
+    return usage_error(port->source + " '" + port->value + "' must be a port number 1..65535, or 0 for the control port");
   }
   if (auto restarts = get("max-restarts"); auto value = whole_number(*restarts, max_restarts_allowed)) {
     options.max_restarts = *value;

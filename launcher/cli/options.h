@@ -44,6 +44,7 @@ struct Options {
   std::optional<bool> init;  // unset: on exactly when tfboot is PID 1
   // The job's control channel between the tasks' tfboot processes; port 0 turns it off.
   int control_port = 0;
+  int relay_port = 0;                      // above 128 tasks, where relays listen (docs/supervision.md: The start tree); 0: the control port
   std::chrono::milliseconds start_timeout{};
   EnvCheck env_check{};
   PreflightLevel preflight{};  // docs/preflight.md

@@ -21,6 +21,10 @@ Result<void> check_job_settings(const JobSettings& settings) {
   if (settings.self != settings.coordinator && !settings.coordinator_addresses) {
     return usage_error("a task other than the coordinator needs a way to find the coordinator's address");
   }
+  if (settings.relay_port < 1 || settings.relay_port > 65535) return usage_error("--relay-port " + std::to_string(settings.relay_port) + " is outside 1..65535");
+  if (settings.tasks.size() > star_limit && settings.self != settings.coordinator && !settings.task_addresses) {
+    return usage_error("a task of a job of more than " + std::to_string(star_limit) + " tasks needs a way to find its relay's address");
+  }
   return {};
 }
 

@@ -29,6 +29,11 @@ struct JobSettings {
   JobMember self;
   JobMember coordinator;             // chief:0 if the cluster has a chief, else worker:0
   int port = 2220;                   // --control-port (never 0 here)
+  // The start tree (control/protocol/tree.h), above 128 tasks: the port relays listen on
+  // (--relay-port, the control port by default), and a task's current addresses, by which a task
+  // finds its relay (asked before each connection, as the coordinator's are).
+  int relay_port = 2220;
+  std::function<Result<std::vector<std::string>>(const JobMember& task)> task_addresses;
   std::chrono::milliseconds start_timeout{std::chrono::minutes(10)};  // positive: check_options says so (plan/plan.h)
   EnvCheck env_check = EnvCheck::warn;
   std::optional<std::string> secret;  // read_control_secret()

@@ -2,12 +2,28 @@
 // link kept after the start (link.h). The decisions are made by the pure types of protocol/.
 #include "control/join.h"
 
+#include <algorithm>
+
+#include "base/log.h"
 #include "control/auth.h"
 #include "control/join_sides.h"
 #include "control/network_probe.h"
+#include "control/relay.h"
 #include "version.h"
 
 namespace tfboot {
+namespace {
+
+// A relay listens on every address, unless its name resolves to one loopback address: tasks of one
+// machine, each on an address of its own.
+std::string relay_listener_address(const JobSettings& settings) {
+  if (!settings.task_addresses) return "";
+  auto addresses = settings.task_addresses(settings.self);
+  if (!addresses || addresses->size() != 1 || !(*addresses)[0].starts_with("127.")) return "";
+  return (*addresses)[0];
+}
+
+}  // namespace
 
 Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fingerprint& own) {
   if (auto valid = check_job_settings(settings); !valid) return std::unexpected(valid.error());
@@ -45,6 +61,26 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
     hello.network_port = probe->port();  // --preflight-port, or the one the kernel chose
   }
   const NetworkProbe* own_probe = probe ? &*probe : nullptr;
+  // The start tree (docs/supervision.md: The start tree): a relay starts carrying its group at its first join and goes
+  // on across restarts in place; a task of a relay's group joins through it.
+  const auto position_of = [&](const JobMember& task) {
+    return static_cast<std::size_t>(std::find(settings.tasks.begin(), settings.tasks.end(), task) - settings.tasks.begin());
+  };
+  const std::size_t self = position_of(settings.self);
+  const std::size_t coordinator = position_of(settings.coordinator);
+  if (is_relay(self, coordinator, settings.tasks.size()) && !relay_running()) {
+    auto relay = start_relay(settings, hello, relay_listener_address(settings));
+    if (!relay) return std::unexpected(relay.error());
+    keep_relay(std::move(*relay));
+  }
+  if (auto relay = relay_of(self, coordinator, settings.tasks.size())) {
+    JobSettings through = settings;
+    const JobMember member = settings.tasks[*relay];
+    through.coordinator_addresses = [lookup = settings.task_addresses, member] { return lookup(member); };
+    through.port = settings.relay_port;
+    log::info("start barrier: this task joins through its relay {} on port {}", member.text(), settings.relay_port);
+    return join_as_task(through, std::move(hello), now, own_probe);
+  }
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now, own_probe);
   // Before any connection is accepted, so that none is refused for want of a descriptor.
   auto room = make_room_for_tasks(settings.tasks.size());

@@ -20,6 +20,7 @@
 #include "control/auth.h"
 #include "control/link.h"
 #include "control/refusals.h"
+#include "control/protocol/tree.h"
 
 namespace tfboot {
 namespace {
@@ -34,6 +35,7 @@ struct Candidate {
   short watched = 0;              // the events the event set has for it
   std::string source;             // the peer's address without its port
   std::optional<Abort> version_mismatch;  // its hello speaks another protocol than ours
+  bool becomes_carrier = false;           // a relay's own connection, proven: a Carrier from now on
 };
 
 std::vector<std::vector<std::string>> addresses_of(const std::vector<MemberInfo>& members) {
@@ -96,6 +98,8 @@ class CoordinatorBarrier {
         refused_for_load_(settings.progress_every),
         refused_hellos_(settings.progress_every) {
     events_.watch(listener_.fd(), listener_key, POLLIN);
+    for (std::size_t i = 0; i < settings.tasks.size(); ++i) position_of_.emplace(settings.tasks[i], i);
+    coordinator_position_ = position_of_.at(settings.coordinator);
   }
 
   Result<std::unique_ptr<JobLink>> run() {
@@ -152,6 +156,10 @@ class CoordinatorBarrier {
         continue;
       }
       if (key == verified_key) continue;  // run() takes the verdict
+      if (auto carrier = carriers_.find(key); carrier != carriers_.end()) {
+        on_carrier(carrier, revents, now);
+        continue;
+      }
       auto it = connections_.find(key);
       if (it == connections_.end()) continue;
       if (revents & POLLOUT) it->second.channel.flush();
@@ -159,20 +167,155 @@ class CoordinatorBarrier {
       read_lines(it->first, it->second, now);
       settle(it);
     }
+    watch_carriers();
     return {};
+  }
+
+  // --- The start tree (control/protocol/tree.h): relays' connections and those they carry.
+
+  void on_carrier(std::map<ConnectionId, std::shared_ptr<Carrier>>::iterator it, short revents, Instant now) {
+    Carrier& carrier = *it->second;
+    if (revents & POLLOUT) carrier.channel.flush();
+    if (revents & (POLLIN | POLLHUP | POLLERR)) carrier.channel.receive(now);
+    take_from_carrier(it->second, now);
+    if (carrier.channel.broken()) lose_carrier(it->first);
+  }
+
+  void take_from_carrier(const std::shared_ptr<Carrier>& carrier, Instant now) {
+    auto input = read_carrier(*carrier, [this](std::uint64_t key) -> MessageConnection* {
+      auto found = connections_.find(key);
+      return found == connections_.end() ? nullptr : &found->second.channel;
+    }, now);
+    for (const RelayOpen& open : input.opened) open_carried(carrier, open, now);
+    for (ConnectionId key : input.touched) {
+      auto found = connections_.find(key);
+      if (found == connections_.end()) continue;
+      read_lines(found->first, found->second, now);
+      settle(found);
+    }
+  }
+
+  // A task connected to a relay: a candidate as any other, whose address is the one the relay saw.
+  void open_carried(const std::shared_ptr<Carrier>& carrier, const RelayOpen& open, Instant now) {
+    const ConnectionId id = next_id_++;
+    carrier->carried.emplace(open.id, id);
+    MessageConnection channel(carrier, open.id, open.peer, max_task_message, now);  // its address, as the name check reads it
+    if (!make_room_for(open.source, now)) {
+      channel.send(Refused{"too many connections awaiting their hello (" + std::to_string(unproven_.size()) + "); retry"});
+      channel.shutdown_write();
+      carrier->carried.erase(open.id);
+      return;
+    }
+    auto nonce = make_nonce();
+    if (!nonce) {
+      log::error("{}", nonce.error().message);
+      channel.fail(nonce.error().message);
+      carrier->carried.erase(open.id);
+      return;
+    }
+    Challenge challenge{settings_.job_id, *nonce, settings_.secret.has_value(), own_.protocol, own_.tfboot};
+    Candidate candidate{std::move(channel), challenge, now};
+    candidate.source = open.source;
+    candidate.channel.send(challenge);
+    count_unproven(id, open.source);
+    connections_.emplace(id, std::move(candidate));
+  }
+
+  // A relay's connection ended (or was found silent): every connection it carried ends with it.
+  void lose_carrier(ConnectionId key) {
+    auto it = carriers_.find(key);
+    if (it == carriers_.end()) return;
+    std::shared_ptr<Carrier> carrier = it->second;
+    carriers_.erase(it);
+    const std::string why = "its relay " + carrier->relay.text() + " was lost: " +
+                            (carrier->channel.broken() ? carrier->channel.problem() : std::string("closed"));
+    log::warn("start barrier: the relay {}'s connection ended ({}); {} it carried end with it", carrier->relay.text(),
+              carrier->channel.broken() ? carrier->channel.problem() : "closed", counted(carrier->carried.size(), "connection"));
+    const auto carried = carrier->carried;
+    for (const auto& [relay_id, id] : carried) {
+      if (auto found = connections_.find(id); found != connections_.end()) {
+        found->second.channel.fail(why);
+        settle(found);
+      }
+    }
+  }
+
+  // A relay's hello on a connection of its own: proven as a task's, and one of this job's relays.
+  void on_relay_hello(ConnectionId id, Candidate& candidate, const Hello& hello, Instant now) {
+    if (auto proven = check_hello_proof(hello, candidate.challenge, settings_.secret); !proven) {
+      log_refused_hello("the relay " + hello.task.text() + " from " + candidate.channel.peer() + ": " + proven.error().message, now);
+      return refuse(id, candidate, "authentication failed");
+    }
+    auto position = position_of_.find(hello.task);
+    if (position == position_of_.end() || !is_relay(position->second, coordinator_position_, settings_.tasks.size())) {
+      log_refused_hello(hello.task.text() + " from " + candidate.channel.peer() + " offered to relay, and is no relay of this job", now);
+      return refuse(id, candidate, hello.task.text() + " is no relay of this job of " + std::to_string(settings_.tasks.size()) + " tasks");
+    }
+    if (auto mismatch = protocol_mismatch(hello, candidate.channel.peer(), own_)) return refuse(id, candidate, mismatch->message);
+    for (auto& [key, carrier] : carriers_) {
+      if (carrier->relay == hello.task) {
+        log::info("start barrier: the relay {} connected again; its older connection is closed", hello.task.text());
+        carrier->channel.fail("replaced by a new connection");
+      }
+    }
+    std::string proof = settings_.secret ? coordinator_proof(*settings_.secret, candidate.challenge, hello) : "";
+    candidate.channel.send(Accepted{proof, barrier_.progress()});
+    candidate.task = hello.task;
+    candidate.becomes_carrier = true;
+    uncount(id, candidate);
+    log::debug("start barrier: the relay {} at {} carries its group", hello.task.text(), candidate.channel.peer());
+  }
+
+  // Whether `hello` came the way its task joins: through its relay, or to the coordinator itself.
+  std::optional<std::string> wrong_way(const Candidate& candidate, const Hello& hello) const {
+    auto position = position_of_.find(hello.task);
+    if (position == position_of_.end()) return std::nullopt;  // the barrier refuses it
+    const auto relay = relay_of(position->second, coordinator_position_, settings_.tasks.size());
+    const Carrier* carrier = candidate.channel.carrier();
+    if (relay && (!carrier || carrier->relay != settings_.tasks[*relay])) {
+      return hello.task.text() + " joins through its relay " + settings_.tasks[*relay].text() + ", not " +
+             (carrier ? "the relay " + carrier->relay.text() : std::string("the coordinator itself"));
+    }
+    if (!relay && carrier) return hello.task.text() + " joins the coordinator itself, not through the relay " + carrier->relay.text();
+    return std::nullopt;
+  }
+
+  // Carriers sent to: watched for POLLOUT while they have output; the lost ones go.
+  void watch_carriers() {
+    std::vector<ConnectionId> lost;
+    for (auto& [key, carrier] : carriers_) {
+      if (carrier->channel.broken()) {
+        lost.push_back(key);
+        continue;
+      }
+      if (!carrier->touched) continue;
+      carrier->touched = false;
+      events_.watch(carrier->channel.fd(), key, carrier->channel.events());
+    }
+    for (ConnectionId key : lost) lose_carrier(key);
   }
 
   // After anything happened on a connection: closed when broken, else watched for what it waits for.
   void settle(std::map<ConnectionId, Candidate>::iterator it) {
     Candidate& candidate = it->second;
+    if (candidate.becomes_carrier && !candidate.channel.broken()) {
+      auto carrier = std::make_shared<Carrier>(std::move(candidate.channel), *candidate.task);
+      const ConnectionId key = it->first;
+      connections_.erase(it);
+      carriers_.emplace(key, carrier);
+      carrier->touched = true;
+      take_from_carrier(carrier, SteadyClock::now());
+      return;
+    }
     if (candidate.channel.broken()) {
+      if (Carrier* carrier = candidate.channel.carrier()) carrier->carried.erase(candidate.channel.carried_id());
       barrier_.on_closed(it->first, candidate.channel.problem());
       uncount(it->first, candidate);
       refused_.erase(it->first);
       connections_.erase(it);  // its descriptor closes, and leaves the event set with it
       return;
     }
-    if (candidate.channel.events() != candidate.watched) {
+    if (!candidate.channel.carried() && candidate.channel.events() != candidate.watched) {
       candidate.watched = candidate.channel.events();
       events_.watch(candidate.channel.fd(), it->first, candidate.watched);
     }
@@ -300,6 +443,10 @@ class CoordinatorBarrier {
         if (!std::holds_alternative<Ping>(*message)) return candidate.channel.fail("protocol violation: a '" + std::string(message_type(*message)) + "' before the start");
         barrier_.on_heard(id, now);
       } else if (const Hello* hello = std::get_if<Hello>(&*message)) {
+        if (hello->relay && !candidate.channel.carried()) {
+          on_relay_hello(id, candidate, *hello, now);
+          return;  // what follows is the relay's frames: read as a carrier's
+        }
         on_hello(id, candidate, *hello, now);
       } else {
         return candidate.channel.fail("protocol violation: a '" + std::string(message_type(*message)) + "' before hello");
@@ -312,6 +459,12 @@ class CoordinatorBarrier {
       log_refused_hello(hello.task.text() + " from " + candidate.channel.peer() + ": dropped before as a stranger in its place", now);
       return refuse(id, candidate, "a connection from " + candidate.source + " claimed " + hello.task.text() +
                                        " before, and its name does not resolve to that address");
+    }
+    if (hello.relay) return refuse(id, candidate, "a relay's hello through a relay");
+    if (auto wrong = wrong_way(candidate, hello)) {
+      log_refused_hello(*wrong + " (from " + candidate.channel.peer() + ")", now);
+      barrier_.note_problem(hello.task, *wrong);
+      return refuse(id, candidate, *wrong);
     }
     if (auto proven = check_hello_proof(hello, candidate.challenge, settings_.secret); !proven) {
       log_refused_hello(hello.host + " claiming " + hello.task.text() + " from " + candidate.channel.peer() + ": " + proven.error().message, now);
@@ -381,14 +534,21 @@ class CoordinatorBarrier {
       next_sweep_ = now + sweep_every;
     }
     if (now >= next_heartbeat_) {
-      const EncodedMessage waiting = encoded(Waiting{barrier_.progress()});
+      Fanout waiting(encoded(Waiting{barrier_.progress()}));
       for (auto it = connections_.begin(); it != connections_.end();) {
         auto current = it++;
         if (current->second.task) {
-          current->second.channel.send(waiting);
+          waiting.to(current->second.channel);
           settle(current);
         }
       }
+      waiting.send();
+      const EncodedMessage ping = encoded(Ping{});
+      for (auto& [key, carrier] : carriers_) {
+        carrier->channel.send(ping);
+        carrier->touched = true;
+      }
+      watch_carriers();
       next_heartbeat_ = now + settings_.heartbeat_every;
       report_state(false);
     }
@@ -401,6 +561,12 @@ class CoordinatorBarrier {
 
   // What needs a look at every connection: silent tasks, hellos that did not come, refusals read.
   void sweep(Instant now) {
+    for (auto& [key, carrier] : carriers_) {
+      if (now - carrier->channel.last_heard() > settings_.peer_silent_after) {
+        carrier->channel.fail("silent for " + seconds_text(now - carrier->channel.last_heard()));
+      }
+    }
+    watch_carriers();
     for (ConnectionId id : barrier_.silent(now)) {
       if (auto it = connections_.find(id); it != connections_.end()) it->second.channel.fail("silent for " + seconds_text(now - it->second.channel.last_heard()));
     }
@@ -495,8 +661,9 @@ class CoordinatorBarrier {
                           " tasks present; missing " + barrier_.missing_report();
     if (auto mismatch = present_version_mismatch()) message += "; and " + mismatch->message;
     auto channels = present_channels();
-    const EncodedMessage abort = encoded(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message}));
-    for (MessageConnection* channel : channels) channel->send(abort);
+    Fanout abort(encoded(fitted_to_the_wire(Abort{exit_code::start_barrier_incomplete, message})));
+    for (MessageConnection* channel : channels) abort.to(*channel);
+    abort.send();
     close_gently(channels, SteadyClock::now() + linger);
     return make_error(exit_code::start_barrier_incomplete, message);
   }
@@ -659,6 +826,9 @@ class CoordinatorBarrier {
   EventSet events_;
   StartBarrier barrier_;
   std::map<ConnectionId, Candidate> connections_;
+  std::map<ConnectionId, std::shared_ptr<Carrier>> carriers_;  // relays' own connections, by their event keys
+  std::map<JobMember, std::size_t> position_of_;                // in cluster order
+  std::size_t coordinator_position_ = 0;
   std::set<ConnectionId> unproven_;  // connections without an accepted hello (nor a refusal)
   std::set<std::pair<JobMember, std::string>> banned_;  // a task and an address found as a stranger in its place
   std::map<std::string, std::set<ConnectionId>> unproven_by_source_;
@@ -688,8 +858,9 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
   if (auto mismatch = present_version_mismatch()) decision = *mismatch;
   auto channels = present_channels();
   if (const Abort* abort = std::get_if<Abort>(&decision)) {
-    const EncodedMessage message = encoded(fitted_to_the_wire(*abort));
-    for (MessageConnection* channel : channels) channel->send(message);
+    Fanout message(encoded(fitted_to_the_wire(*abort)));
+    for (MessageConnection* channel : channels) message.to(*channel);
+    message.send();
     deliver(channels, SteadyClock::now() + settings_.peer_silent_after);
     close_gently(channels, SteadyClock::now() + linger);
     return make_error(abort->code, abort->message);
@@ -708,7 +879,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
   if (!start.names_verified) pending_members_ = barrier_.members();
   // Two encodings at most, each made once: the start, and the start with the table of addresses
   // for the tasks that asked for it.
-  const EncodedMessage plain = encoded(start);
+  Fanout plain(encoded(start));
   EncodedMessage with_table;
   std::vector<MessageConnection*> closing;  // connections not kept after the start
   for (const auto& present : barrier_.present_tasks()) {
@@ -716,7 +887,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     if (it == connections_.end()) continue;
     if (!settings_.supervise || !present.supervised) closing.push_back(&it->second.channel);
     if (!barrier_.wants_table(present.connection)) {
-      it->second.channel.send(plain);
+      plain.to(it->second.channel);
       continue;
     }
     if (!with_table) {
@@ -727,6 +898,7 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
     }
     it->second.channel.send(with_table);
   }
+  plain.send();
   // A connection closed with unread input resets, and a reset throws away what its peer has not
   // received yet: those wait until the start is delivered. The kept ones go on in the link.
   deliver(closing, SteadyClock::now() + settings_.peer_silent_after);
@@ -747,7 +919,13 @@ Result<std::unique_ptr<JobLink>> CoordinatorBarrier::start(std::variant<Start, A
                  addresses_of(pending_members_),  start.restarts, start.max_restarts, start.stop_together, start.clock_offsets_ms,
                  start.network};
   Socket listener = settings_.supervise ? std::move(listener_) : Socket();
-  return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched, now);
+  // The unsupervised tasks' connections close at their relays (what they were sent first).
+  for (MessageConnection* channel : closing) channel->shutdown_write();
+  std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers;
+  if (settings_.supervise) carriers = std::move(carriers_);
+  else deliver(on_the_wire(closing), SteadyClock::now() + settings_.peer_silent_after);
+  return make_coordinator_link(std::move(info), settings_, std::move(listener), std::move(events_), std::move(tasks), watched,
+                               std::move(carriers), now);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/log.h"
+#include "base/text.h"
 #include "control/refusals.h"
 
 namespace tfboot {
@@ -24,9 +25,12 @@ std::optional<JobMember> task_named(const Message& message) {
 class CoordinatorLink final : public JobLink {
  public:
   CoordinatorLink(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
-                  std::map<std::uint64_t, LinkedTask> tasks, const std::vector<JobMonitor::Watched>& watched, Instant now)
+                  std::map<std::uint64_t, LinkedTask> tasks, const std::vector<JobMonitor::Watched>& watched,
+                  std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now)
       : JobLink(std::move(info)),
         heartbeat_every_(settings.heartbeat_every),
+        silent_after_(settings.peer_silent_after),
+        carriers_(std::move(carriers)),
         listener_(std::move(listener)),
         events_(std::move(events)),
         tasks_(std::move(tasks)),
@@ -35,6 +39,7 @@ class CoordinatorLink final : public JobLink {
         next_heartbeat_(now + settings.heartbeat_every),
         latecomers_(settings.progress_every) {
     for (auto& [key, linked] : tasks_) look_after(key, linked);
+    watch_carriers();
   }
 
   void add_poll_fds(std::vector<pollfd>& fds) const override { fds.push_back({events_.fd(), POLLIN, 0}); }
@@ -53,6 +58,10 @@ class CoordinatorLink final : public JobLink {
         if (listener_) refuse_latecomers(now);
         continue;
       }
+      if (auto carrier = carriers_.find(key); carrier != carriers_.end()) {
+        on_carrier(*carrier->second, revents, now, events);
+        continue;
+      }
       auto it = tasks_.find(key);
       if (it == tasks_.end()) continue;
       MessageConnection& channel = it->second.channel;
@@ -64,8 +73,15 @@ class CoordinatorLink final : public JobLink {
     apply(monitor_.on_tick(now), events);
     if (now >= next_heartbeat_) {
       broadcast(Ping{});
+      const EncodedMessage ping = encoded(Ping{});
+      for (auto& [key, carrier] : carriers_) {
+        carrier->channel.send(ping);
+        carrier->touched = true;
+        if (now - carrier->channel.last_heard() > silent_after_) carrier->channel.fail("silent for " + seconds_text(now - carrier->channel.last_heard()));
+      }
       next_heartbeat_ = now + heartbeat_every_;
     }
+    watch_carriers();
     bury(now, events);
     return events;
   }
@@ -93,10 +109,70 @@ class CoordinatorLink final : public JobLink {
     for (auto& [key, linked] : tasks_) channels.push_back(&linked.channel);
     deliver(channels, SteadyClock::now() + at_most);
     for (MessageConnection* channel : channels) channel->shutdown_write();
+    deliver(on_the_wire(channels), SteadyClock::now() + at_most);  // the carried ones' close frames
+    for (auto& [key, carrier] : carriers_) carrier->channel.shutdown_write();
     tasks_.clear();
+    carriers_.clear();
   }
 
  private:
+  // A relay's connection (control/protocol/tree.h): its tasks' lines to them, as their own
+  // connections' would be; a task connecting to it now is refused, as at the listener.
+  void on_carrier(Carrier& carrier, short revents, Instant now, std::vector<JobEvent>& events) {
+    if (revents & POLLOUT) carrier.channel.flush();
+    if (revents & (POLLIN | POLLHUP | POLLERR)) carrier.channel.receive(now);
+    auto input = read_carrier(carrier, [this](std::uint64_t key) -> MessageConnection* {
+      auto found = tasks_.find(key);
+      return found == tasks_.end() ? nullptr : &found->second.channel;
+    }, now);
+    for (const RelayOpen& open : input.opened) {
+      MessageConnection late(carriers_.at(carrier_key(carrier)), open.id, open.peer, max_task_message, now);
+      late.send(Refused{"job already started"});
+      late.shutdown_write();
+      if (auto line = latecomers_.note("a connection from " + open.peer + " via the relay " + carrier.relay.text() + ": job already started", now)) {
+        log::info("control channel: {}", *line);
+      }
+    }
+    for (std::uint64_t key : input.touched) {
+      auto it = tasks_.find(key);
+      if (it == tasks_.end()) continue;
+      apply(read_messages(it->second.task, it->second.channel, now), events);
+      look_after(key, it->second);
+    }
+  }
+
+  std::uint64_t carrier_key(const Carrier& carrier) const {
+    for (const auto& [key, held] : carriers_) {
+      if (held.get() == &carrier) return key;
+    }
+    return 0;
+  }
+
+  // Relays sent to are watched for POLLOUT while they have output; a lost one ends every task it
+  // carried, as their own connections' ends would.
+  void watch_carriers() {
+    for (auto it = carriers_.begin(); it != carriers_.end();) {
+      auto current = it++;
+      Carrier& carrier = *current->second;
+      if (carrier.channel.broken()) {
+        log::warn("the relay {}'s connection ended ({}); the {} it carried are lost with it", carrier.relay.text(), carrier.channel.problem(),
+                  counted(carrier.carried.size(), "task"));
+        const std::string why = "its relay " + carrier.relay.text() + " was lost: " + carrier.channel.problem();
+        for (const auto& [relay_id, key] : carrier.carried) {
+          auto task = tasks_.find(key);
+          if (task == tasks_.end()) continue;
+          task->second.channel.fail(why);
+          look_after(key, task->second);
+        }
+        carriers_.erase(current);
+        continue;
+      }
+      if (!carrier.touched) continue;
+      carrier.touched = false;
+      events_.watch(carrier.channel.fd(), current->first, carrier.channel.events());
+    }
+  }
+
   JobDecision read_messages(const JobMember& task, MessageConnection& channel, Instant now) {
     JobDecision decision;
     while (auto line = channel.next_line()) {
@@ -116,6 +192,7 @@ class CoordinatorLink final : public JobLink {
   // what it waits for.
   void look_after(std::uint64_t key, LinkedTask& linked) {
     if (linked.channel.broken()) return broken_.push_back(key);
+    if (linked.channel.carried()) return;  // its relay's connection is watched
     const short wanted = linked.channel.events();
     auto [watched, added] = watched_.try_emplace(key, wanted);
     if (!added && watched->second == wanted) return;
@@ -133,6 +210,7 @@ class CoordinatorLink final : public JobLink {
       if (it == tasks_.end()) continue;
       const JobMember task = it->second.task;
       const std::string why = it->second.channel.problem();
+      if (Carrier* carrier = it->second.channel.carrier()) carrier->carried.erase(it->second.channel.carried_id());
       tasks_.erase(it);
       watched_.erase(key);
       apply(monitor_.on_closed(task, why, now), events);
@@ -141,11 +219,12 @@ class CoordinatorLink final : public JobLink {
 
   // Encoded once, the same bytes to every task.
   void broadcast(const Message& message) {
-    const EncodedMessage bytes = encoded(message);
+    Fanout fanout(encoded(message));
     for (auto& [key, linked] : tasks_) {
-      linked.channel.send(bytes);
+      fanout.to(linked.channel);
       look_after(key, linked);
     }
+    fanout.send();
   }
 
   void apply(JobDecision decision, std::vector<JobEvent>& events) {
@@ -175,6 +254,8 @@ class CoordinatorLink final : public JobLink {
   static constexpr std::size_t latecomers_per_turn = 32;
 
   std::chrono::milliseconds heartbeat_every_;
+  std::chrono::milliseconds silent_after_;
+  std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers_;  // the relays' own connections, by their keys
   Socket listener_;
   EventSet events_;
   std::map<std::uint64_t, LinkedTask> tasks_;
@@ -269,8 +350,10 @@ class TaskLink final : public JobLink {
 
 std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
                                                std::map<std::uint64_t, LinkedTask> tasks,
-                                               const std::vector<JobMonitor::Watched>& watched, Instant now) {
-  return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(events), std::move(tasks), watched, now);
+                                               const std::vector<JobMonitor::Watched>& watched,
+                                               std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now) {
+  return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(events), std::move(tasks), watched,
+                                           std::move(carriers), now);
 }
 
 std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,

@@ -80,9 +80,11 @@ inline constexpr std::uint64_t listener_key = 0;
 // Heartbeats to every supervised task in `tasks` (by their keys in `events`), their exits and
 // silences into a JobMonitor, its decisions out to every task; a new connection on `listener`
 // (if kept, watched in `events` as listener_key) is refused at once.
+// `carriers`: the relays' own connections (by their keys in `events`), which carry some of `tasks`.
 std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
                                                std::map<std::uint64_t, LinkedTask> tasks,
-                                               const std::vector<JobMonitor::Watched>& watched, Instant now);
+                                               const std::vector<JobMonitor::Watched>& watched,
+                                               std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now);
 
 // Heartbeats to the coordinator over `channel`, its done/stop in, our exit out. Without a
 // channel (one side does not supervise) the link is inert.

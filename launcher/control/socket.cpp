@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "base/log.h"
 
@@ -35,8 +36,44 @@ int unacknowledged(int fd) {
 
 }  // namespace
 
+MessageConnection::MessageConnection(std::shared_ptr<Carrier> carrier, std::uint64_t id, std::string peer, std::size_t max_line, Instant now)
+    : carrier_(std::move(carrier)),
+      via_(std::make_shared<const std::string>(encode_frame(RelayVia{{id}}))),
+      carried_id_(id),
+      peer_(std::move(peer)),
+      reader_(max_line),
+      last_heard_(now) {}
+
+void MessageConnection::take_line(std::string_view line, Instant now) {
+  if (broken()) return;
+  last_heard_ = now;
+  std::string framed(line);
+  framed += '\n';
+  if (auto added = reader_.append(framed); !added) fail(added.error().message);
+}
+
+void MessageConnection::fail(std::string problem) {
+  if (problem_) return;
+  problem_ = std::move(problem);
+  close_at_relay();
+}
+
+void MessageConnection::close_at_relay() {
+  if (!carrier_ || closed_at_relay_) return;
+  closed_at_relay_ = true;
+  carrier_->channel.send(std::make_shared<const std::string>(encode_frame(RelayClose{carried_id_})));
+  carrier_->touched = true;
+}
+
 void MessageConnection::send(EncodedMessage message) {
   if (broken() || message->empty()) return;
+  if (carrier_) {
+    if (carrier_->channel.broken()) return fail("its relay " + carrier_->relay.text() + " was lost: " + carrier_->channel.problem());
+    carrier_->channel.send(via_);
+    carrier_->channel.send(std::move(message));
+    carrier_->touched = true;
+    return;
+  }
   queued_ += message->size();
   output_.push_back(std::move(message));
   if (queued_ > max_queued_output) return fail("the peer does not read what we send");
@@ -44,6 +81,7 @@ void MessageConnection::send(EncodedMessage message) {
 }
 
 void MessageConnection::flush() {
+  if (carrier_) return;  // its relay's connection is flushed by whoever keeps it
   while (has_output() && !broken()) {
     const std::string& front = *output_.front();
     ssize_t put = ::send(socket_.fd(), front.data() + sent_, front.size() - sent_, MSG_NOSIGNAL);
@@ -63,6 +101,7 @@ void MessageConnection::flush() {
 }
 
 void MessageConnection::receive(Instant now) {
+  if (carrier_) return;  // take_line() brings its lines
   char buffer[65536];
   for (int round = 0; round < 16 && !broken(); ++round) {  // bounded, so one peer cannot starve the rest
     ssize_t got = ::recv(socket_.fd(), buffer, sizeof buffer, 0);
@@ -80,7 +119,75 @@ void MessageConnection::receive(Instant now) {
 }
 
 void MessageConnection::shutdown_write() {
+  if (carrier_) return close_at_relay();  // the relay delivers what was sent first, then closes
   if (::shutdown(socket_.fd(), SHUT_WR) != 0 && errno != ENOTCONN) fail(errno_text("shutdown", errno));
+}
+
+CarrierInput read_carrier(Carrier& carrier, const std::function<MessageConnection*(std::uint64_t key)>& find, Instant now) {
+  CarrierInput input;
+  while (auto line = carrier.channel.next_line()) {
+    if (carrier.via) {
+      for (std::uint64_t id : carrier.via->ids) {
+        auto key = carrier.carried.find(id);
+        MessageConnection* channel = key == carrier.carried.end() ? nullptr : find(key->second);
+        if (!channel) continue;
+        channel->take_line(*line, now);
+        input.touched.push_back(key->second);
+      }
+      carrier.via.reset();
+      continue;
+    }
+    auto frame = parse_frame(*line);
+    if (!frame) {
+      carrier.channel.fail("protocol violation: " + frame.error().message);
+      break;
+    }
+    if (!*frame) {  // the relay's own word: only its heartbeat
+      auto message = parse_message(*line, Sender::task);
+      if (!message || !std::holds_alternative<Ping>(*message)) {
+        carrier.channel.fail("protocol violation: " + (message ? "a '" + std::string(message_type(*message)) + "' from a relay" : message.error().message));
+        break;
+      }
+      continue;
+    }
+    if (auto* open = std::get_if<RelayOpen>(&**frame)) {
+      if (carrier.carried.contains(open->id)) {
+        carrier.channel.fail("protocol violation: connection " + std::to_string(open->id) + " opened twice");
+        break;
+      }
+      input.opened.push_back(std::move(*open));
+    } else if (auto* via = std::get_if<RelayVia>(&**frame)) {
+      carrier.via = std::move(*via);
+    } else if (auto* gone = std::get_if<RelayGone>(&**frame)) {
+      auto key = carrier.carried.find(gone->id);
+      if (MessageConnection* channel = key == carrier.carried.end() ? nullptr : find(key->second)) {
+        channel->fail(gone->why);
+        input.touched.push_back(key->second);
+      }
+    } else {
+      carrier.channel.fail("protocol violation: a 'close' from a relay");
+      break;
+    }
+  }
+  return input;
+}
+
+void Fanout::to(MessageConnection& channel) {
+  if (channel.broken()) return;
+  if (!channel.carried()) return channel.send(message_);
+  carried_[channel.carrier()].push_back(channel.carried_id());
+}
+
+void Fanout::send() {
+  for (auto& [carrier, ids] : carried_) {
+    for (std::size_t first = 0; first < ids.size(); first += max_via_ids) {
+      const std::size_t last = std::min(ids.size(), first + max_via_ids);
+      carrier->channel.send(std::make_shared<const std::string>(encode_frame(RelayVia{{ids.begin() + first, ids.begin() + last}})));
+      carrier->channel.send(message_);
+    }
+    carrier->touched = true;
+  }
+  carried_.clear();
 }
 
 Result<EventSet> EventSet::create() {
@@ -132,7 +239,18 @@ Result<std::size_t> make_room_for_tasks(std::size_t tasks) {
   return static_cast<std::size_t>(limit.rlim_cur - 64);
 }
 
-void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
+std::vector<MessageConnection*> on_the_wire(const std::vector<MessageConnection*>& channels) {
+  std::vector<MessageConnection*> wires;
+  std::set<MessageConnection*> seen;
+  for (MessageConnection* channel : channels) {
+    MessageConnection* wire = channel->carried() ? &channel->carrier()->channel : channel;
+    if (seen.insert(wire).second) wires.push_back(wire);
+  }
+  return wires;
+}
+
+void deliver(const std::vector<MessageConnection*>& carried_or_not, Instant until) {
+  const auto channels = on_the_wire(carried_or_not);
   while (SteadyClock::now() < until) {
     std::vector<pollfd> fds;
     for (MessageConnection* channel : channels) {
@@ -148,7 +266,11 @@ void deliver(const std::vector<MessageConnection*>& channels, Instant until) {
   }
 }
 
-void close_gently(const std::vector<MessageConnection*>& channels, Instant until) {
+void close_gently(const std::vector<MessageConnection*>& carried_or_not, Instant until) {
+  for (MessageConnection* channel : carried_or_not) {
+    if (channel->carried()) channel->shutdown_write();
+  }
+  const auto channels = on_the_wire(carried_or_not);
   deliver(channels, until);
   for (MessageConnection* channel : channels) channel->shutdown_write();
   while (SteadyClock::now() < until) {

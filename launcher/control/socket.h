@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "base/socket.h"
 #include "base/unique_fd.h"
 #include "control/protocol/messages.h"
+#include "control/protocol/tree.h"
 
 namespace tfboot {
 
@@ -31,14 +34,24 @@ inline constexpr std::chrono::seconds linger{1};
 using EncodedMessage = std::shared_ptr<const std::string>;
 inline EncodedMessage encoded(const Message& message) { return std::make_shared<const std::string>(encode(message)); }
 
+struct Carrier;
+
 // One connection: lines in through a bounded FrameReader, messages out through a queue that is
-// written whenever the socket takes more.
+// written whenever the socket takes more. Or, at the coordinator of a tree, a task's connection
+// to its relay, carried by the relay's own (a Carrier): what it sends goes there as via{id} and
+// the line, what it reads the relay delivered (take_line), and it has no descriptor of its own.
 class MessageConnection {
  public:
   MessageConnection(Socket socket, std::string peer, std::size_t max_line, Instant now)
       : socket_(std::move(socket)), peer_(std::move(peer)), reader_(max_line), last_heard_(now) {}
+  MessageConnection(std::shared_ptr<Carrier> carrier, std::uint64_t id, std::string peer, std::size_t max_line, Instant now);
 
-  int fd() const { return socket_.fd(); }
+  int fd() const { return carrier_ ? -1 : socket_.fd(); }
+  bool carried() const { return carrier_ != nullptr; }
+  Carrier* carrier() const { return carrier_.get(); }
+  std::uint64_t carried_id() const { return carried_id_; }  // the relay's id for it
+  // A carried connection's line, as its relay delivered it.
+  void take_line(std::string_view line, Instant now);
   const std::string& peer() const { return peer_; }
   Instant last_heard() const { return last_heard_; }
   bool broken() const { return problem_.has_value(); }
@@ -57,13 +70,17 @@ class MessageConnection {
   std::optional<std::string> next_line() { return reader_.next(); }
   // Our side is done: the peer reads what was sent, then sees the end.
   void shutdown_write();
-  // Marks the channel broken; the first problem is kept.
-  void fail(std::string problem) {
-    if (!problem_) problem_ = std::move(problem);
-  }
+  // Marks the channel broken; the first problem is kept. A carried one is closed at its relay.
+  void fail(std::string problem);
 
  private:
+  void close_at_relay();
+
   Socket socket_;
+  std::shared_ptr<Carrier> carrier_;
+  EncodedMessage via_;  // a carried connection's via{id}
+  std::uint64_t carried_id_ = 0;
+  bool closed_at_relay_ = false;
   std::string peer_;
   FrameReader reader_;
   std::deque<EncodedMessage> output_;
@@ -71,6 +88,40 @@ class MessageConnection {
   std::size_t queued_ = 0;  // bytes in output_ not yet sent
   std::optional<std::string> problem_;
   Instant last_heard_;
+};
+
+// A relay's own connection at the coordinator, and the connections it carries (by the relay's
+// ids, each with the coordinator's key for it).
+struct Carrier {
+  Carrier(MessageConnection connection, JobMember from) : channel(std::move(connection)), relay(from) {}
+  MessageConnection channel;
+  JobMember relay;
+  std::map<std::uint64_t, std::uint64_t> carried;
+  std::optional<RelayVia> via;  // a via read, its line not yet
+  bool touched = false;         // sent to since its owner last watched its events
+};
+// Each carried connection's relay's own instead, each once; the others as they are.
+std::vector<MessageConnection*> on_the_wire(const std::vector<MessageConnection*>& channels);
+
+// What a relay's connection brought: the connections it opened, and the coordinator's keys of
+// those that got a line or ended. `find` gives the connection of a key, nullptr once it is gone.
+struct CarrierInput {
+  std::vector<RelayOpen> opened;
+  std::vector<std::uint64_t> touched;
+};
+CarrierInput read_carrier(Carrier& carrier, const std::function<MessageConnection*(std::uint64_t key)>& find, Instant now);
+
+// One message for many connections: those carried by a relay get it through the relay once, in
+// one via that lists them all; the others at once.
+class Fanout {
+ public:
+  explicit Fanout(EncodedMessage message) : message_(std::move(message)) {}
+  void to(MessageConnection& channel);
+  void send();  // what was gathered for the relays
+
+ private:
+  EncodedMessage message_;
+  std::map<Carrier*, std::vector<std::uint64_t>> carried_;
 };
 
 // An epoll set over many connections: a wake-up costs what is ready, not what is open. Each

@@ -122,6 +122,14 @@ Result<JobSettings> settings_for(const Options& options, const Plan& plan, const
   settings.coordinator_addresses = [options, dns_servers = plan.dns_servers, facts, coordinator]() {
     return resolve_once(options, dns_servers, facts, coordinator, 2s);
   };
+  settings.relay_port = options.relay_port != 0 ? options.relay_port : options.control_port;
+  // Above 128 tasks a task finds its relay by the relay's name (docs/supervision.md: The start tree), asked as the coordinator's is.
+  settings.task_addresses = [options, dns_servers = plan.dns_servers, facts, peers = plan.peers](const JobMember& task) -> Result<std::vector<std::string>> {
+    for (const auto& peer : peers) {
+      if (peer.type == task.type && peer.index == task.index) return resolve_once(options, dns_servers, facts, peer, 2s);
+    }
+    return make_error(exit_code::usage, task.text() + " is not in the cluster");
+  };
   if (options.wait.count() > 0) {
     settings.verify_members = [options, dns_servers = plan.dns_servers, facts, peers = plan.peers](const std::vector<MemberInfo>& members,
                                                                                                   Instant deadline) {

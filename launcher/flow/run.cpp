@@ -17,6 +17,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "cli/options.h"
+#include "control/relay.h"
 #include "dns/resolver.h"
 #include "flow/job.h"
 #include "flow/local.h"
@@ -367,6 +368,8 @@ Result<std::optional<int>> run_command(const Options& options, const Launch& lau
                 "stop the other tasks, nor does theirs stop it); only the start barrier applied");
     }
     job.link.reset();  // exec mode: only the start barrier applies
+    // A relay's group reads its start before the exec ends the relay (docs/supervision.md: The start tree).
+    if (relay_running()) finish_relay(std::chrono::seconds(10));
     if (auto released = release_stop_signals(); !released) return std::unexpected(released.error());
     return std::unexpected(exec_command(launch.processes.front().spec.argv, launch.processes.front().spec.environment));
   }

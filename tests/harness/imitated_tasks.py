@@ -1,5 +1,5 @@
 """Many imitated tfboot tasks in one asyncio process, speaking the control channel's protocol to a
-real coordinator (launcher/control/protocol/messages.h): challenge, hello (protocol 2, a
+real coordinator (launcher/control/protocol/messages.h): challenge, hello (protocol 3, a
 fingerprint), accepted, waiting... until start or abort; pings both ways; after the start exit,
 done, stop, restart (then a fresh hello to the restart's barrier).
 
@@ -31,7 +31,7 @@ import dns.message
 import dns.rdatatype
 import dns.rrset
 
-PROTOCOL = 2            # the control channel's version (CHANGELOG.md), in challenge and hello
+PROTOCOL = 3            # the control channel's version (CHANGELOG.md), in challenge and hello
 HEARTBEAT = 2.0         # docs/supervision.md: heartbeats every 2 s,
 SILENT_AFTER = 10.0     # and a peer silent for 10 s is dropped (both ways)
 PING = b'{"type":"ping"}\n'
@@ -48,6 +48,32 @@ def source_address(index: int, per_source: int) -> str:
     """The loopback address task `index` connects from: per_source tasks each, from 127.1.0.1 on."""
     block = index // per_source
     return f"127.1.{block // 250}.{block % 250 + 1}"
+
+
+# The start tree (launcher/control/protocol/tree.h; docs/supervision.md: The start tree), with worker:0 the coordinator:
+# above STAR_LIMIT tasks, worker:N joins through the relay worker:(N // RELAY_GROUP * RELAY_GROUP),
+# except the coordinator's own group (N < RELAY_GROUP) and the relays themselves, which join the
+# coordinator. Real relays listen on addresses of their own, which their names resolve to.
+STAR_LIMIT = 128
+RELAY_GROUP = 128
+
+
+def relay_of(index: int, tasks: int):
+    """The index of the relay worker:index joins through, or None for the coordinator itself."""
+    if tasks <= STAR_LIMIT:
+        return None
+    first = index // RELAY_GROUP * RELAY_GROUP
+    return None if first in (0, index) else first
+
+
+def relays(tasks: int):
+    return [i for i in range(RELAY_GROUP, tasks, RELAY_GROUP)] if tasks > STAR_LIMIT else []
+
+
+def relay_address(index: int) -> str:
+    """The loopback address the relay worker:index listens on (its name resolves to it)."""
+    group = index // RELAY_GROUP
+    return f"127.3.{group // 250}.{group % 250 + 1}"
 
 
 def task_ranges(indices, task_type: str = "worker") -> str:
@@ -93,6 +119,7 @@ class ImitatedTask(asyncio.Protocol):
         self.after = None
         self.after_at = None
         self.pings_after_start = 0
+        self.connected_to = None   # (host, port) of its last connection: the coordinator or its relay
         self.abort_line = None     # the abort or stop as it came; parsed when read (a stop at 100,000
         self.stop_line = None      # tasks is 100,000 lines this process must read quickly)
         self.last = None           # the latest of these, in any round: (what, detail, when)
@@ -263,9 +290,11 @@ class Fleet:
 
     def __init__(self, port: int, fingerprint: dict, indices, deadline: float, task_type: str = "worker",
                  template: str = "scale-{index}", per_source: int = 2048, handshakes_at_once: int = 64,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", tasks: int = 0, relay_port: int = 0):
         self.port = port
         self.host = host
+        self.job_size = tasks          # > STAR_LIMIT with a relay_port: each task joins through its relay
+        self.relay_port = relay_port
         self.fingerprint = fingerprint
         self.deadline = deadline
         self.task_type = task_type
@@ -296,6 +325,11 @@ class Fleet:
         elif line != self.start_line:
             self.different_starts += 1
 
+    def target(self, index: int):
+        """Where worker:index connects: its relay, or the coordinator."""
+        relay = relay_of(index, self.job_size) if self.relay_port else None
+        return (self.host, self.port) if relay is None else (relay_address(relay), self.relay_port)
+
     def queue_join(self, tasks):
         self.queue.extend(tasks)
         self.queued.set()
@@ -318,7 +352,8 @@ class Fleet:
                     sock.setblocking(False)
                     try:
                         sock.bind((source, 0))
-                        await loop.sock_connect(sock, (self.host, self.port))
+                        task.connected_to = self.target(task.index)
+                        await loop.sock_connect(sock, task.connected_to)
                     except BaseException:
                         sock.close()
                         raise
@@ -380,8 +415,11 @@ def free_tcp_port() -> int:
 
 
 class LoopbackDns:
-    """Answers every A query with 127.0.0.1 (and every other query with no records), on a UDP
-    port of 127.0.0.1, from a thread; stops when the `with` block ends."""
+    """Answers every A query with 127.0.0.1, or what `address_of(name)` gives for it (and every other
+    query with no records), on a UDP port of 127.0.0.1, from a thread; stops when the `with` block ends."""
+
+    def __init__(self, address_of=None):
+        self.address_of = address_of or (lambda name: None)
 
     def __enter__(self):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -409,7 +447,9 @@ class LoopbackDns:
                 response = dns.message.make_response(query, recursion_available=True)
                 question = query.question[0]
                 if question.rdtype == dns.rdatatype.A:
-                    response.answer.append(dns.rrset.from_text(question.name, 5, "IN", "A", "127.0.0.1"))
+                    name = question.name.to_text(omit_final_dot=True)
+                    address = self.address_of(name) or "127.0.0.1"
+                    response.answer.append(dns.rrset.from_text(question.name, 5, "IN", "A", address))
                 try:
                     self.sock.sendto(response.to_wire(), client)
                 except OSError:
@@ -497,6 +537,20 @@ class Tfboot:
         last = [line for _, line in self.lines[-tail:]]
         return (f"{self.name}: exit {self.returncode}\n  warnings and errors:\n    " + "\n    ".join(notable or ["(none)"]) +
                 f"\n  last {len(last)} log lines:\n    " + "\n    ".join(last))
+
+
+def relay_names(template: str = "scale-{index}"):
+    """LoopbackDns's answers for a tree: a relay's name resolves to its own address."""
+    prefix = template.split("{index}")[0]
+
+    def address_of(name: str):
+        first = name.split(".")[0]
+        if first.startswith(prefix) and first[len(prefix):].isdigit():
+            index = int(first[len(prefix):])
+            if index and index % RELAY_GROUP == 0:
+                return relay_address(index)
+        return None
+    return address_of
 
 
 def tfboot_argv(tfboot, index, tasks, port, dns_address, log_root, command, start_timeout="90s", extra=()):

@@ -1,7 +1,8 @@
-"""A job of 2,000 tasks starts (docs/supervision.md: Job supervision; launcher/control/protocol/messages.h).
+"""A job of 2,000 tasks starts (docs/supervision.md: Job supervision; launcher/control/protocol/messages.h),
+through the start tree (docs/supervision.md: The start tree): real relays worker:128, 256, ... 1920 carry their groups.
 
-One real tfboot coordinator, worker:0 of `--cluster worker=2000`, supervised (`--init`); 1,998
-fake tasks, worker:1..1998, in this process (tests/harness/imitated_tasks.py, which
+One real tfboot coordinator, worker:0 of `--cluster worker=2000`, supervised (`--init`), and the
+15 relays, real tfboots too; 1,983 fake tasks, the rest of worker:1..1998, in this process (tests/harness/imitated_tasks.py, which
 `scripts/bench scale` uses for up to ~100,000), speaking the control channel's protocol on
 loopback as a real task does; then one real tfboot task, worker:1999, joining last. Every task must
 get `start` (not `abort`, not a closed or silent connection) soon after the last hello, stay
@@ -36,11 +37,12 @@ import time
 import pytest
 
 from harness.imitated_tasks import (HEARTBEAT, SILENT_AFTER, Fleet, LoopbackDns, Tfboot, fingerprint_of_a_real_task,
-                                    free_tcp_port, task_ranges, tfboot_argv, wait_until)
+                                    free_tcp_port, relay_names, relay_of, relays, task_ranges, tfboot_argv, wait_until)
 
 TASKS = 2000
-FAKES = list(range(1, TASKS - 1))  # worker:1 .. worker:1998
-REAL_TASK = TASKS - 1              # worker:1999, the last to join
+RELAYS = relays(TASKS)             # worker:128, 256, ... 1920: real tfboots, each carrying its group
+FAKES = [i for i in range(1, TASKS - 1) if i not in RELAYS]  # the rest of worker:1 .. worker:1998
+REAL_TASK = TASKS - 1              # worker:1999, the last to join, through its relay worker:1920
 # The last fake must hear the start this soon after the last hello was accepted. The start is
 # the same message for every task: built once, handing it to 1,998 sockets takes well under a
 # second here (at most a few hundred KB each, even with one entry per task). Built again for
@@ -84,11 +86,13 @@ async def run_the_job(tfboot, tmp_path):
     deadline = time.monotonic() + GLOBAL_DEADLINE
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     result = {"coordinator": Tfboot("coordinator worker:0"), "task": Tfboot(f"real task worker:{REAL_TASK}"),
-              "phase": "warm-up", "fakes": []}
-    with LoopbackDns() as dns_server:
+              "relays": [Tfboot(f"relay worker:{i}") for i in RELAYS], "phase": "warm-up", "fakes": []}
+    with LoopbackDns(relay_names()) as dns_server:
         fingerprint = await fingerprint_of_a_real_task(tfboot, env, dns_server.address, tmp_path)
         result["fingerprint"] = fingerprint
         port = free_tcp_port()
+        relay_port = free_tcp_port()
+        tree = ["--relay-port", str(relay_port)]
         log_root = tmp_path / "logs"
         release = tmp_path / "release"       # the coordinator's command ends once this exists
         tf_config = tmp_path / "tf_config.json"  # what the real task's command got
@@ -97,11 +101,14 @@ async def run_the_job(tfboot, tmp_path):
                 "sh", str(release)]
         write_tf_config = ["sh", "-c", 'printf %s "$TF_CONFIG" > "$1"', "sh", str(tf_config)]
         coordinator, task = result["coordinator"], result["task"]
-        fleet = result["job"] = Fleet(port, fingerprint, FAKES, deadline, handshakes_at_once=HANDSHAKES_AT_ONCE)
+        fleet = result["job"] = Fleet(port, fingerprint, FAKES, deadline, handshakes_at_once=HANDSHAKES_AT_ONCE, tasks=TASKS,
+                                      relay_port=relay_port)
         fakes = result["fakes"] = list(fleet)
         try:
             result["phase"] = "hellos"
-            await coordinator.start(tfboot_argv(tfboot, 0, TASKS, port, dns_server.address, log_root, hold), env, tmp_path)
+            await coordinator.start(tfboot_argv(tfboot, 0, TASKS, port, dns_server.address, log_root, hold, extra=tree), env, tmp_path)
+            for index, relay in zip(RELAYS, result["relays"]):
+                await relay.start(tfboot_argv(tfboot, index, TASKS, port, dns_server.address, log_root, hold, extra=tree), env, tmp_path)
             fleet.join(FAKES)
             await wait_until(lambda: all(f.accepted or f.outcome for f in fakes) or coordinator.returncode is not None,
                              min(deadline, time.monotonic() + 60))
@@ -112,8 +119,8 @@ async def run_the_job(tfboot, tmp_path):
 
             # Every fake is present: the last task joins.
             result["phase"] = "start"
-            await task.start(tfboot_argv(tfboot, REAL_TASK, TASKS, port, dns_server.address, log_root, write_tf_config),
-                             env, tmp_path)
+            await task.start(tfboot_argv(tfboot, REAL_TASK, TASKS, port, dns_server.address, log_root, write_tf_config,
+                                         extra=tree), env, tmp_path)
             # Twice the silence limit and more: time enough to see every fake's fate (start, or
             # silent after 10 s, or closed) and the real task's command run (it then waits for the
             # job's outcome) or its exit, whatever the binary does.
@@ -130,6 +137,7 @@ async def run_the_job(tfboot, tmp_path):
             # Heartbeats after the start, then the coordinator's command ends: done for everyone.
             result["phase"] = "done"
             await asyncio.sleep(HOLD_AFTER_START)
+            result["coordinator_descriptors"] = len(os.listdir(f"/proc/{coordinator.proc.pid}/fd"))
             release.touch()
             await wait_until(lambda: all(f.after for f in fakes) and coordinator.returncode is not None
                              and task.returncode is not None, min(deadline, time.monotonic() + 30))
@@ -140,6 +148,8 @@ async def run_the_job(tfboot, tmp_path):
             release.touch()  # a command left behind ends within 0.1 s
             await fleet.close()
             await task.stop()
+            for relay in result["relays"]:
+                await relay.stop()
             await coordinator.stop()
             result["startup"] = None
             startup = log_root / "worker_0" / "startup.json"
@@ -172,9 +182,14 @@ def summary(result) -> str:
     if any(f.after for f in fakes):
         lines.append("fakes after the start: " + ", ".join(
             f"{what} {count}" for what, count in collections.Counter(f.after or "nothing yet" for f in fakes if f.outcome == "start").most_common()))
+    lines.extend(relay.report(4) for relay in result["relays"] if relay.returncode not in (None, 0))
     lines.append(result["task"].report())
     lines.append(result["coordinator"].report())
     return "\n".join(lines)
+
+
+def fleet_port(result) -> int:
+    return result["job"].port
 
 
 def test_a_job_of_2000_tasks_starts_and_ends(tfboot, tmp_path, nofile_raised):
@@ -211,5 +226,13 @@ def test_a_job_of_2000_tasks_starts_and_ends(tfboot, tmp_path, nofile_raised):
     assert all(f.after == "done" for f in fakes), report
     assert all(f.pings_after_start >= 1 for f in fakes), report
     assert coordinator.returncode == 0, report
+
+    # Through the tree (docs/supervision.md: The start tree): every fake outside the coordinator's group joined through its
+    # real relay, and the coordinator held a connection per relay and per task of its own group (and
+    # each relay's task), not one per task of the job.
+    assert all(relay_of(f.index, TASKS) is None or f.connected_to[1] != fleet_port(result) for f in fakes)
+    assert [relay.returncode for relay in result["relays"]] == [0] * len(RELAYS), report
+    assert all(relay.first("accepted this relay") for relay in result["relays"]), report
+    assert result["coordinator_descriptors"] < 128 + 2 * len(RELAYS) + 64, result["coordinator_descriptors"]
     assert result["startup"]["job"]["tasks_present"] == TASKS, report
     assert result["startup"]["job"]["environment_differences"] == [], report

@@ -93,7 +93,7 @@ def test_a_task_of_the_older_protocol_ends_the_start_with_exit_6_on_every_task(n
     assert [code for code, _, _ in results] == [ENVIRONMENT_MISMATCH, ENVIRONMENT_MISMATCH, 0], [e for _, _, e in results]
     expected = (f"tfboot versions differ in this job: worker:1 (host 'old-tfboot', {pods[1].ip}:")
     said = ("speaks control protocol 1 (an older tfboot that does not say its version), the coordinator worker:0 "
-            "speaks control protocol 2 (tfboot 0.1.0")
+            "speaks control protocol 3 (tfboot 0.1.0")
     for _, _, err in results[:2]:
         errors = error_lines(err)
         assert len(errors) == 1, err
@@ -140,6 +140,6 @@ def test_a_coordinator_of_the_older_protocol_is_refused_at_once_with_exit_6(net,
     assert len(errors) == 1, err
     assert (f"tfboot versions differ in this job: the coordinator worker:0 (mnist-worker-0.mnist.default.svc.cluster.local) "
             f"at {pods[0].ip}:2220 speaks control protocol 1 (an older tfboot that does not say its version), this task "
-            f"worker:1 speaks control protocol 2 (tfboot 0.1.0") in errors[0], errors[0]
+            f"worker:1 speaks control protocol 3 (tfboot 0.1.0") in errors[0], errors[0]
     # The task said nothing to it: no hello in another protocol.
     assert results[1][1].strip() == "heard: nothing", results[1]

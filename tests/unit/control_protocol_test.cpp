@@ -320,16 +320,16 @@ TEST_CASE("control_protocol::protocol version in the handshake") {
   SUBCASE("the challenge and the hello carry the protocol and tfboot's version") {
     Challenge challenge{job, nonce, false, protocol_version, "0.1.0 (3f2a9c1)"};
     CHECK(encode(challenge) == R"({"type":"challenge","job":"0123456789abcdef","nonce":")" + nonce +
-                                   R"x(","secret":false,"protocol":2,"tfboot":"0.1.0 (3f2a9c1)"})x" + "\n");
+                                   R"x(","secret":false,"protocol":3,"tfboot":"0.1.0 (3f2a9c1)"})x" + "\n");
     auto parsed = parse_message(round_trip(challenge, Sender::coordinator), Sender::coordinator);
     REQUIRE(parsed);
-    CHECK(std::get<Challenge>(*parsed).protocol == 2);
+    CHECK(std::get<Challenge>(*parsed).protocol == 3);
     CHECK(std::get<Challenge>(*parsed).tfboot == "0.1.0 (3f2a9c1)");
     Hello hello = hello_from("worker:1", "w");
     hello.tfboot = "0.1.0 (3f2a9c1)";
     auto parsed_hello = parse_message(round_trip(hello, Sender::task), Sender::task);
     REQUIRE(parsed_hello);
-    CHECK(std::get<Hello>(*parsed_hello).protocol == 2);
+    CHECK(std::get<Hello>(*parsed_hello).protocol == 3);
     CHECK(std::get<Hello>(*parsed_hello).tfboot == "0.1.0 (3f2a9c1)");
   }
   SUBCASE("a challenge or hello without a version (an older tfboot) is protocol 1") {
@@ -345,10 +345,10 @@ TEST_CASE("control_protocol::protocol version in the handshake") {
     CHECK(std::get<Hello>(*hello).protocol == 1);
   }
   SUBCASE("a first message of another version that cannot be read says so") {
-    CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","secret":false,"protocol":3,"tfboot":"0.3.0"})", Sender::coordinator) ==
-          "a 'challenge' of control protocol 3 (this tfboot speaks 2) that it cannot read: 'nonce' is missing");
+    CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","secret":false,"protocol":4,"tfboot":"0.3.0"})", Sender::coordinator) ==
+          "a 'challenge' of control protocol 4 (this tfboot speaks 3) that it cannot read: 'nonce' is missing");
     CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":false,"protocol":0})",
-                      Sender::coordinator) == "a 'challenge' of control protocol 0 (this tfboot speaks 2) that it cannot read: 'protocol' is outside 1..1000000");
+                      Sender::coordinator) == "a 'challenge' of control protocol 0 (this tfboot speaks 3) that it cannot read: 'protocol' is outside 1..1000000");
     CHECK(parse_error(R"({"type":"challenge","job":")" + job + R"(","nonce":")" + nonce + R"(","secret":false,"tfboot":1})",
                       Sender::coordinator) == "a bad 'challenge' message: 'tfboot' is not a string");
   }
@@ -361,11 +361,11 @@ TEST_CASE("control_protocol::protocol version in the handshake") {
     CHECK(older.error().code == exit_code::environment_mismatch);
     CHECK(older.error().message ==
           "tfboot versions differ in this job: the coordinator worker:0 at 10.0.0.1:2220 speaks control protocol 1 (an older tfboot "
-          "that does not say its version), this task worker:2 speaks control protocol 2 (tfboot 0.2.0 (3f2a9c1)); run one tfboot "
+          "that does not say its version), this task worker:2 speaks control protocol 3 (tfboot 0.2.0 (3f2a9c1)); run one tfboot "
           "version on every task of a job (CHANGELOG.md lists each version's protocol)");
-    CHECK(error_of(check_coordinator_protocol(Challenge{job, nonce, false, 3, "0.9.0"}, own, "worker:0 at 10.0.0.1:2220")) ==
-          "tfboot versions differ in this job: the coordinator worker:0 at 10.0.0.1:2220 speaks control protocol 3 (tfboot 0.9.0), "
-          "this task worker:2 speaks control protocol 2 (tfboot 0.2.0 (3f2a9c1)); run one tfboot version on every task of a job "
+    CHECK(error_of(check_coordinator_protocol(Challenge{job, nonce, false, 4, "0.9.0"}, own, "worker:0 at 10.0.0.1:2220")) ==
+          "tfboot versions differ in this job: the coordinator worker:0 at 10.0.0.1:2220 speaks control protocol 4 (tfboot 0.9.0), "
+          "this task worker:2 speaks control protocol 3 (tfboot 0.2.0 (3f2a9c1)); run one tfboot version on every task of a job "
           "(CHANGELOG.md lists each version's protocol)");
   }
   SUBCASE("the coordinator aborts the start for every task when a task speaks another protocol") {
@@ -379,7 +379,7 @@ TEST_CASE("control_protocol::protocol version in the handshake") {
     CHECK(abort->code == exit_code::environment_mismatch);
     CHECK(abort->message ==
           "tfboot versions differ in this job: worker:1 (host 'pod-1', 10.0.0.2:40000) speaks control protocol 1 (an older tfboot "
-          "that does not say its version), the coordinator worker:0 speaks control protocol 2 (tfboot 0.2.0); run one tfboot "
+          "that does not say its version), the coordinator worker:0 speaks control protocol 3 (tfboot 0.2.0); run one tfboot "
           "version on every task of a job (CHANGELOG.md lists each version's protocol)");
     // A task older than the version check accepts this abort (its code and length are within what it reads).
     auto line = encode(*abort);

@@ -101,6 +101,7 @@ struct Encoder {
       if (m.network_port) out["preflight"]["network_port"] = *m.network_port;
     }
     if (m.wall_ms) out["wall_ms"] = *m.wall_ms;
+    if (m.relay) out["relay"] = true;
   }
   void operator()(const Accepted& m) {
     out["proof"] = m.proof;
@@ -374,6 +375,7 @@ Message parse_hello(Fields& f) {
     }
   }
   if (f.has("wall_ms")) hello.wall_ms = f.long_integer("wall_ms", 0, max_wall_ms);
+  hello.relay = f.optional_flag("relay");
   return hello;
 }
 

@@ -4,7 +4,8 @@
 // One message is one line of compact JSON, {"type":"hello",...}. A connection goes:
 //   coordinator: challenge{job, nonce, secret, protocol, tfboot}   (first, so a task learns early that it is misconfigured)
 //   task:        hello{job, task, host, instance, supervised, name, addresses, fingerprint, nonce, proof,
-//                      table, started_ms_ago, protocol, tfboot, [processes, preflight, wall_ms]}
+//                      table, started_ms_ago, protocol, tfboot, [processes, preflight, wall_ms, relay]}
+//   (above 128 tasks most tasks say all this through their relay: control/protocol/tree.h)
 //   coordinator: accepted{proof, progress} | refused{reason}
 //   coordinator: waiting{progress} every heartbeat until start{tasks, ...} | abort{code, message}
 //                (with names verified, the coordinator resolves every name between the two;
@@ -72,7 +73,7 @@ class FrameReader {
 // (CHANGELOG.md lists it per release). Every task of a job must speak the same one; a challenge or
 // hello without it is protocol 1 (tfboot 0.1.0 up to the version that added it). A later protocol
 // keeps the challenge's and the hello's fields, so that each side can still read the other's version.
-inline constexpr int protocol_version = 2;
+inline constexpr int protocol_version = 3;  // 3: the start tree above 128 tasks
 inline constexpr int unversioned_protocol = 1;
 inline constexpr std::size_t max_tfboot_version = 64;
 // Processes one node may say it runs: far above any node's GPUs or cores.
@@ -115,6 +116,9 @@ struct Hello {
   std::optional<std::int64_t> wall_ms;
   // --preflight network: the port this task's tfboot measures its links on (preflight.network_port).
   std::optional<int> network_port;
+  // The start tree (control/protocol/tree.h): this connection is `task`'s relay carrying its group,
+  // not the task itself (which joins on a connection of its own).
+  bool relay = false;
 };
 // Hello::started_ms_ago for a tfboot started at `started`: at most what the wire carries (24.8
 // days), which a job restarting in place after weeks reaches.

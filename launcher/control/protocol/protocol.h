@@ -5,10 +5,12 @@
 //   control/protocol/barrier.h    the start barrier's state, as the coordinator keeps it
 //   control/protocol/network_check.h  --preflight network: the schedule of partners and the verdict on the links
 //   control/protocol/watch.h      the job after the start: JobMonitor (coordinator), CoordinatorWatch (task)
+//   control/protocol/tree.h       above 128 tasks: who joins through which relay, and the relays' frames
 #pragma once
 
 #include "control/protocol/barrier.h"
 #include "control/protocol/handshake.h"
 #include "control/protocol/messages.h"
 #include "control/protocol/network_check.h"
+#include "control/protocol/tree.h"
 #include "control/protocol/watch.h"

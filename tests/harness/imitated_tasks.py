@@ -290,9 +290,10 @@ class Fleet:
 
     def __init__(self, port: int, fingerprint: dict, indices, deadline: float, task_type: str = "worker",
                  template: str = "scale-{index}", per_source: int = 2048, handshakes_at_once: int = 64,
-                 host: str = "127.0.0.1", tasks: int = 0, relay_port: int = 0):
+                 host: str = "127.0.0.1", tasks: int = 0, relay_port: int = 0, targets=None):
         self.port = port
         self.host = host
+        self.targets = targets or {}   # index -> (host, port): where a task connects instead (a wrong way)
         self.job_size = tasks          # > STAR_LIMIT with a relay_port: each task joins through its relay
         self.relay_port = relay_port
         self.fingerprint = fingerprint
@@ -327,6 +328,8 @@ class Fleet:
 
     def target(self, index: int):
         """Where worker:index connects: its relay, or the coordinator."""
+        if index in self.targets:
+            return self.targets[index]
         relay = relay_of(index, self.job_size) if self.relay_port else None
         return (self.host, self.port) if relay is None else (relay_address(relay), self.relay_port)
 

@@ -1,7 +1,9 @@
-"""The star at scale with imitated tasks (``scripts/bench scale``): one real tfboot coordinator,
-worker:0 of ``worker=P``, and P-1 tasks imitated in this process (tests/harness/imitated_tasks.py,
-the imitation tests/integration/test_scale.py uses), connecting from many loopback addresses, so
-that one machine holds P up to ~100,000. Per size, three jobs, each timed from this process's
+"""The start tree at scale with imitated tasks (``scripts/bench scale``): one real tfboot
+coordinator, worker:0 of ``worker=P``, the relays worker:128, 256, ... real tfboots too (above 128
+tasks), and the other tasks imitated in worker processes of 16,000 tasks each
+(tests/harness/fleet_pool.py over tests/harness/imitated_tasks.py, the imitation
+tests/integration/test_scale.py uses), connecting from many loopback addresses, so that one
+machine holds P up to ~100,000. Per size, three jobs, each timed from this process's
 clock (CLOCK_MONOTONIC) as the imitated tasks send and receive:
 
 * start: P-2 tasks present, then the last hello; until every task was told `start`;
@@ -12,8 +14,8 @@ clock (CLOCK_MONOTONIC) as the imitated tasks send and receive:
   until every task got the `abort`, which must name that task.
 
 For each figure, the coordinator's CPU (user + system, /proc/PID/stat) spent in it and its peak
-RSS so far (VmHWM, /proc/PID/status), and this process's CPU: the times include the imitation's
-own reading, which on a 2-core machine shares the CPU with the coordinator. Output:
+RSS so far (VmHWM, /proc/PID/status), the relays' CPU summed and the largest relay's peak RSS: the
+times include the imitation's own reading, which on a 2-core machine shares the CPU with them. Output:
 bench-results/imitated_scale_results.md (also printed) and imitated_scale_results.json.
 """
 
@@ -36,8 +38,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from harness.imitated_tasks import (Fleet, LoopbackDns, Tfboot, fingerprint_of_a_real_task,  # noqa: E402
-                                    free_tcp_port, tfboot_argv, wait_until)
+from harness.fleet_pool import FleetPool  # noqa: E402
+from harness.imitated_tasks import (LoopbackDns, Tfboot, fingerprint_of_a_real_task, free_tcp_port,  # noqa: E402
+                                    relay_names, relays, tfboot_argv)
 
 TICK = os.sysconf("SC_CLK_TCK")
 # The coordinator's command: runs until stopped, bounded by itself (an hour).
@@ -69,11 +72,14 @@ def own_cpu() -> float:
 
 class Usage:
     """The coordinator's usage, read now, or while it runs every 20 ms: a coordinator that exits at
-    the end of a phase (a stop, an abort) leaves its last reading."""
+    the end of a phase (a stop, an abort) leaves its last reading. The relays' (real tfboots too),
+    summed, read at each phase's ends."""
 
-    def __init__(self, coordinator: Tfboot):
+    def __init__(self, coordinator: Tfboot, relays):
         self.pid = coordinator.proc.pid
+        self.relays = relays
         self.last = coordinator_usage(self.pid)
+        self.relays_last = self.relay_usage()
         self.sampler = asyncio.create_task(self._sample())
 
     async def _sample(self):
@@ -87,16 +93,25 @@ class Usage:
             self.last = usage
         return self.last
 
+    def relay_usage(self):
+        """CPU seconds of every relay together, and the largest peak RSS among them."""
+        readings = [coordinator_usage(relay.proc.pid) for relay in self.relays if relay.proc]
+        readings = [r for r in readings if r]
+        if not readings:
+            return None
+        return {"cpu_s": sum(r["cpu_s"] for r in readings), "hwm_kb": max(r["hwm_kb"] for r in readings)}
+
     def close(self):
         self.sampler.cancel()
 
 
 class Phase:
-    """CPU of the coordinator and of this process between begin() and end()."""
+    """CPU of the coordinator, of the relays and of this process between begin() and end()."""
 
     def __init__(self, usage: Usage):
         self.usage = usage
         self.before = usage.now()
+        self.relays_before = usage.relay_usage()
         self.own = own_cpu()
 
     def end(self, figure: dict):
@@ -104,62 +119,76 @@ class Phase:
         if self.before and after:
             figure["coordinator_cpu_s"] = round(after["cpu_s"] - self.before["cpu_s"], 2)
             figure["coordinator_hwm_kb"] = after["hwm_kb"]
+        relays_after = self.usage.relay_usage()
+        if self.relays_before and relays_after:
+            figure["relays_cpu_s"] = round(relays_after["cpu_s"] - self.relays_before["cpu_s"], 2)
+            figure["relay_hwm_kb"] = relays_after["hwm_kb"]
         figure["harness_cpu_s"] = round(own_cpu() - self.own, 2)
         return figure
 
 
 class Job:
-    """One coordinator and P-1 imitated tasks."""
+    """One coordinator, the relays (real tfboots above 128 tasks), and the rest imitated in worker
+    processes (tests/harness/fleet_pool.py), the last task joining last."""
 
     def __init__(self, args, p: int, fingerprint: dict, dns: str, workdir: Path, name: str, extra=(), odd=None):
         self.args, self.p, self.name = args, p, name
         self.dir = workdir / f"{name}-{p}"
         self.dir.mkdir()
-        self.port = free_tcp_port()
+        self.port, self.relay_port = free_tcp_port(), free_tcp_port()
         self.deadline = time.monotonic() + args.timeout
-        self.fleet = Fleet(self.port, fingerprint, range(1, p), self.deadline, per_source=args.per_source,
-                           handshakes_at_once=args.handshakes)
-        if odd is not None:  # one task reports another environment
-            self.fleet.tasks[odd].fingerprint = odd_fingerprint(fingerprint)
+        self.relay_indices = relays(p)
+        taken = set(self.relay_indices)
+        self.leaves = [i for i in range(1, p) if i not in taken]
+        self.last = p - 1
+        assert self.last not in taken
+        self.pool = FleetPool(self.leaves, max(1, -(-len(self.leaves) // args.per_process)))
+        self.fleet_settings = dict(port=self.port, fingerprint=fingerprint, deadline=self.deadline, per_source=args.per_source,
+                                   handshakes=args.handshakes, tasks=p, relay_port=self.relay_port,
+                                   odd=[] if odd is None else [odd], odd_fingerprint=odd_fingerprint(fingerprint))
         self.coordinator = Tfboot(f"coordinator of {name} at P={p}", log_file=self.dir / "coordinator.log")
+        self.relays = [Tfboot(f"relay worker:{i}", log_file=self.dir / f"relay-{i}.log") for i in self.relay_indices]
         self.metrics_port = free_tcp_port()
-        self.argv = tfboot_argv(args.tfboot, 0, p, self.port, dns, self.dir / "logs", HOLD,
-                                start_timeout=f"{int(args.timeout)}s",
-                                extra=("--metrics-port", str(self.metrics_port), "--framework", args.framework, *extra))
-        self.result = {"job": name, "p": p, "problems": []}
+        options = ("--framework", args.framework, "--relay-port", str(self.relay_port), *extra)
+        self.argv = lambda index, more=(): tfboot_argv(args.tfboot, index, p, self.port, dns, self.dir / "logs", HOLD,
+                                                       start_timeout=f"{int(args.timeout)}s", extra=(*more, *options))
+        self.result = {"job": name, "p": p, "relays": len(self.relays), "problems": []}
         self.usage = None
 
     def problem(self, text: str):
         self.result["problems"].append(text)
         log(f"    {self.name} P={self.p}: {text}")
 
-    def fates(self, tasks, attribute="last") -> str:
-        counts = {}
-        for task in tasks:
-            what = getattr(task, attribute)
-            key = (what[0] if isinstance(what, tuple) else what) or "nothing yet"
-            counts[key] = counts.get(key, 0) + 1
-        return ", ".join(f"{what} {count}" for what, count in sorted(counts.items(), key=lambda kv: -kv[1]))
+    @staticmethod
+    def fates(summary: dict, key="last") -> str:
+        return ", ".join(f"{what} {count}" for what, count in summary[key].most_common())
+
+    async def until(self, predicate, seconds: float, exclude=()):
+        """Polls the workers' summary until `predicate(summary)`; the last summary."""
+        until = time.monotonic() + seconds
+        while True:
+            summary = await self.pool.summary(exclude)
+            if predicate(summary) or time.monotonic() >= until or self.coordinator.returncode is not None:
+                return summary
+            await asyncio.sleep(0.2)
 
     async def gather(self) -> bool:
         """Every task but the last present; the last not yet connected."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-        await self.coordinator.start(self.argv, env, self.dir)
-        self.usage = Usage(self.coordinator)
+        await self.coordinator.start(self.argv(0, ("--metrics-port", str(self.metrics_port))), env, self.dir)
+        for index, relay in zip(self.relay_indices, self.relays):
+            await relay.start(self.argv(index), env, self.dir)
+        self.usage = Usage(self.coordinator, self.relays)
+        await self.pool.start(**self.fleet_settings)
         began = time.monotonic()
-        first = list(range(1, self.p - 1))
-        self.fleet.join(first)
-        tasks = [self.fleet.tasks[i] for i in first]
-        until = self.deadline
-        await wait_until(lambda: all(t.accepted or t.outcome for t in tasks) or self.coordinator.returncode is not None,
-                         until, step=0.2)
+        await self.pool.join([i for i in self.leaves if i != self.last])
+        summary = await self.until(lambda s: s["accepted_or_ended"] == s["n"], self.deadline - time.monotonic(), [self.last])
         self.result["hellos_s"] = round(time.monotonic() - began, 2)
-        accepted = sum(t.accepted for t in tasks)
-        log(f"    {self.name} P={self.p}: {accepted}/{len(tasks)} present in {self.result['hellos_s']:.1f} s "
-            f"(harness CPU {own_cpu():.1f} s so far)")
-        if accepted < len(tasks):
-            self.problem(f"only {accepted} of {len(tasks)} tasks present ({self.fates(tasks)}; connect errors: "
-                         f"{dict(self.fleet.connect_errors) or 'none'}; coordinator exit {self.coordinator.returncode})")
+        log(f"    {self.name} P={self.p}: {summary['accepted']}/{summary['n']} imitated tasks present in "
+            f"{self.result['hellos_s']:.1f} s, through {len(self.relays)} relays")
+        if summary["accepted"] < summary["n"]:
+            self.problem(f"only {summary['accepted']} of {summary['n']} tasks present ({self.fates(summary, 'outcome')}; connect "
+                         f"errors: {dict(summary['connect_errors']) or 'none'}; coordinator exit {self.coordinator.returncode})")
             return False
         await asyncio.sleep(1.0)  # the barrier settles: heartbeats both ways, nothing in flight
         if self.name == "start+failure":  # what an operator reads of a stuck start, one task missing
@@ -167,19 +196,20 @@ class Job:
                 self.result[f"http{path}"] = await http_get(self.metrics_port, path)
         return True
 
-    async def last_hello(self, figure: dict, ended, until_s: float):
-        """The last task joins; `figure` gets the time from its hello until `ended(task)` holds for
-        every task (each task's time: the second element of what `ended` returns)."""
+    async def last_hello(self, figure: dict, done, latest: str, until_s: float):
+        """The last task joins; `figure` gets the time from its hello until `done(summary)`, to the
+        summary's `latest` time."""
         phase = Phase(self.usage)
-        last = self.fleet.tasks[self.p - 1]
-        self.fleet.join([self.p - 1])
-        await wait_until(lambda: last.hello_at is not None or last.outcome, time.monotonic() + 30)
-        tasks = list(self.fleet)
-        done = await wait_until(lambda: all(ended(t)[0] is not None for t in tasks), time.monotonic() + until_s)
-        if last.hello_at is None or not done:
+        await self.pool.join([self.last])
+        until = time.monotonic() + 30
+        while (last := await self.pool.task(self.last))["hello_at"] is None and not last["outcome"] and time.monotonic() < until:
+            await asyncio.sleep(0.05)
+        summary = await self.until(done, until_s)
+        self.summary = summary
+        if last["hello_at"] is None or not done(summary):
             phase.end(figure)
-            return self.problem(f"not every task got there: {self.fates(tasks)}")
-        figure["s"] = round(max(ended(t)[1] for t in tasks) - last.hello_at, 3)
+            return self.problem(f"not every task got there: {self.fates(summary)}")
+        figure["s"] = round(summary[latest] - last["hello_at"], 3)
         phase.end(figure)
 
     async def stop(self):
@@ -187,8 +217,13 @@ class Job:
             self.usage.close()
             self.result["coordinator_peak_rss_kb"] = (self.usage.last or {}).get("hwm_kb")
             self.result["coordinator_cpu_s"] = (self.usage.last or {}).get("cpu_s")
-        await self.fleet.close()
+        await self.pool.close()
+        for relay in self.relays:
+            if relay.proc and relay.returncode is None:
+                relay.proc.terminate()
         await self.coordinator.stop()
+        for relay in self.relays:
+            await relay.stop()
         lines = self.coordinator.read_log()
         self.result["coordinator_exit"] = self.coordinator.returncode
         self.result["coordinator_log_lines"] = len(lines)
@@ -227,31 +262,43 @@ def odd_fingerprint(fingerprint: dict) -> dict:
     return odd
 
 
+def a_leaf(p: int, near: int) -> int:
+    """A task near `near` that is neither a relay nor the coordinator nor the last to join."""
+    index = near
+    while index % 128 == 0 or index == p - 1:
+        index += 1
+    return index
+
+
+def everyone(key: str, what: str):
+    return lambda s: s[key][what] == s["n"]
+
+
 async def start_and_failure(args, p, fingerprint, dns, workdir) -> dict:
     job = Job(args, p, fingerprint, dns, workdir, "start+failure")
     try:
         if not await job.gather():
             return job.result
         start = job.result["start"] = {}
-        await job.last_hello(start, lambda t: (t.start_at, t.start_at), args.phase_timeout)
+        await job.last_hello(start, everyone("outcome", "start"), "latest_start", args.phase_timeout)
         if "s" not in start:
             return job.result
-        if differences := json.loads(job.fleet.start_line).get("environment_differences"):
+        if job.summary["different_starts"]:
+            job.problem(f"{job.summary['different_starts']} tasks got a start unlike the first one's")
+        if differences := json.loads(job.summary["start_line"]).get("environment_differences"):
             job.problem(f"the start found environment differences: {differences}")
         await asyncio.sleep(1.0)
-        failing = job.fleet.tasks[p // 2]
-        others = [t for t in job.fleet if t is not failing]
+        failing = a_leaf(p, p // 2)
         failure = job.result["failure"] = {}
         phase = Phase(job.usage)
-        sent = failing.exit(1, "imitated failure")
-        done = await wait_until(lambda: all(t.after is not None for t in others), time.monotonic() + args.phase_timeout)
-        stopped = [t for t in others if t.after == "stop"]
-        if done and len(stopped) == len(others):
-            failure["s"] = round(max(t.after_at for t in stopped) - sent, 3)
-            if failing.task not in (stopped[0].stop_message or ""):
-                job.problem(f"the stop does not name {failing.task}: {stopped[0].stop_message!r}")
+        sent = await job.pool.exit(failing, 1, "imitated failure")
+        summary = await job.until(lambda s: s["after"]["nothing yet"] == 0, args.phase_timeout, [failing])
+        if summary["after"]["stop"] == summary["n"]:
+            failure["s"] = round(summary["latest_after"] - sent, 3)
+            if f"worker:{failing}" not in (summary["stop_message"] or ""):
+                job.problem(f"the stop does not name worker:{failing}: {summary['stop_message']!r}")
         else:
-            job.problem(f"not every task was told to stop: {job.fates(others, 'after')}")
+            job.problem(f"not every task was told to stop: {job.fates(summary, 'after')}")
         phase.end(failure)
         return job.result
     finally:
@@ -264,26 +311,24 @@ async def restart(args, p, fingerprint, dns, workdir) -> dict:
         if not await job.gather():
             return job.result
         start = {}
-        await job.last_hello(start, lambda t: (t.start_at, t.start_at), args.phase_timeout)
+        await job.last_hello(start, everyone("outcome", "start"), "latest_start", args.phase_timeout)
         job.result["first_start_s"] = start.get("s")
         if "s" not in start:
             return job.result
         await asyncio.sleep(1.0)
-        failing = job.fleet.tasks[p // 2]
-        tasks = list(job.fleet)
+        failing = a_leaf(p, p // 2)
         figure = job.result["restart"] = {}
         phase = Phase(job.usage)
-        sent = failing.exit(1, "imitated failure")
-        told = await wait_until(lambda: all(t.after is not None for t in tasks), time.monotonic() + args.phase_timeout)
-        if told and all(t.after == "restart" for t in tasks):
-            figure["told_s"] = round(max(t.after_at for t in tasks) - sent, 3)
-        done = await wait_until(lambda: all(len(t.starts) >= 2 or (t.last and t.last[0] not in ("start", "restart"))
-                                            for t in tasks), time.monotonic() + args.phase_timeout)
-        if done and all(len(t.starts) >= 2 for t in tasks):
-            figure["s"] = round(max(t.starts[1] for t in tasks) - sent, 3)
+        sent = await job.pool.exit(failing, 1, "imitated failure")
+        summary = await job.until(lambda s: s["after"]["nothing yet"] == 0, args.phase_timeout)
+        if summary["after"]["restart"] == summary["n"]:
+            figure["told_s"] = round(summary["latest_after"] - sent, 3)
+        summary = await job.until(lambda s: s["released_again"] + s["ended_otherwise"] == s["n"], args.phase_timeout)
+        if summary["released_again"] == summary["n"]:
+            figure["s"] = round(summary["latest_second_start"] - sent, 3)
         else:
-            job.problem(f"not every task was released again: {job.fates(tasks)}; connect errors "
-                        f"{dict(job.fleet.connect_errors) or 'none'}")
+            job.problem(f"not every task was released again: {job.fates(summary)}; connect errors "
+                        f"{dict(summary['connect_errors']) or 'none'}")
         phase.end(figure)
         return job.result
     finally:
@@ -291,23 +336,22 @@ async def restart(args, p, fingerprint, dns, workdir) -> dict:
 
 
 async def environment_check(args, p, fingerprint, dns, workdir) -> dict:
-    odd = p // 3
+    odd = a_leaf(p, p // 3)
     job = Job(args, p, fingerprint, dns, workdir, "env-check", extra=("--env-check", "fail"), odd=odd)
     try:
         if not await job.gather():
             return job.result
         figure = job.result["env_check"] = {}
-        await job.last_hello(figure, lambda t: (t.outcome, t.ended_at), args.phase_timeout)
-        tasks = list(job.fleet)
-        aborted = [t for t in tasks if t.outcome == "abort"]
-        if len(aborted) != len(tasks):
+        await job.last_hello(figure, lambda s: s["outcome"]["nothing yet"] == 0, "latest_ended", args.phase_timeout)
+        summary = job.summary
+        if summary["outcome"]["abort"] != summary["n"]:
             figure.pop("s", None)
-            job.problem(f"not every task got the abort: {job.fates(tasks, 'outcome')}")
-        elif f"worker:{odd}" not in (aborted[0].abort_message or ""):
+            job.problem(f"not every task got the abort: {job.fates(summary, 'outcome')}")
+        elif f"worker:{odd}" not in (summary["abort_message"] or ""):
             figure.pop("s", None)
-            job.problem(f"the abort does not name worker:{odd}: {aborted[0].abort_message[:300]!r}")
+            job.problem(f"the abort does not name worker:{odd}: {summary['abort_message'][:300]!r}")
         else:
-            figure["abort_bytes"] = len(aborted[0].abort_message)
+            figure["abort_bytes"] = len(summary["abort_message"])
         return job.result
     finally:
         await job.stop()
@@ -348,12 +392,13 @@ def render(report: dict) -> str:
         if "s" not in figure:
             return "failed" if result else "—"
         return (f"{figure['s']:.2f} s ({figure.get('coordinator_cpu_s', float('nan')):.2f} s, "
-                f"{figure.get('coordinator_hwm_kb', 0) / 1024:.0f} MB)")
+                f"{figure.get('coordinator_hwm_kb', 0) / 1024:.0f} MB; relays {figure.get('relays_cpu_s', float('nan')):.2f} s, "
+                f"{figure.get('relay_hwm_kb', 0) / 1024:.0f} MB)")
 
-    out = ["# The star at scale, imitated tasks (`scripts/bench scale`)", "",
-           f"{report['date']}, {report['machine']}; load {report['load_start']:.1f} at the start. One real coordinator, "
-           "P-1 tasks imitated in one asyncio process on loopback. Each cell: time (coordinator CPU in it, its peak "
-           "RSS so far).", "",
+    out = ["# The start tree at scale, imitated tasks (`scripts/bench scale`)", "",
+           f"{report['date']}, {report['machine']}; load {report['load_start']:.1f} at the start. One real coordinator and "
+           "P/128-1 real relays, the other tasks imitated in worker processes on loopback. Each cell: time (coordinator "
+           "CPU in it, its peak RSS so far; the relays' CPU in it summed, the largest relay's peak RSS).", "",
            "| P | start after last hello | failure to every stop | restart re-released | env check: abort naming it | hellos (P-2) |",
            "|---:|---:|---:|---:|---:|---:|"]
     for p, jobs in sorted(rows.items()):
@@ -389,33 +434,28 @@ def render(report: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def raise_descriptor_limit(p: int) -> int:
-    """This process holds a connection per imitated task and the coordinator (which inherits the
-    limit) one per task: the hard limit is raised towards fs.nr_open, which needs CAP_SYS_RESOURCE
-    (a container may lack it even as root). The limit in force."""
-    needed = 2 * p + 4096
+def raise_descriptor_limit() -> int:
+    """The soft descriptor limit raised to the hard one (inherited by the tfboots and the workers)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < needed:
-        with open("/proc/sys/fs/nr_open") as f:
-            nr_open = int(f.read())
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(needed, nr_open),) * 2)
-            return min(needed, nr_open)
-        except (ValueError, OSError) as why:
-            log(f"imitated scale: the descriptor limit stays at {hard} ({why}: no CAP_SYS_RESOURCE)")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     return hard
 
 
-def too_large(p: int, limit: int) -> str | None:
+def coordinator_connections(p: int) -> int:
+    """launcher/control/protocol/tree.h: one per task in a star; above 128 tasks one per task of the
+    coordinator's own group and two per relay."""
+    return p if p <= 128 else 127 + 2 * ((p - 1) // 128)
+
+
+def too_large(p: int, limit: int, per_process: int) -> str | None:
     """Why a job of p tasks cannot run under this descriptor limit, if it cannot: the coordinator
-    needs p + p/8 + 64 (launcher/control/socket.cpp, make_room_for_tasks; else it exits 7), this
-    process one per imitated task and some."""
-    coordinator, imitation = p + p // 8 + 64, p + 256
+    needs its connections and an eighth (launcher/control/socket.cpp, make_room_for_tasks; else it
+    exits 7), each imitation worker one per task it holds and some."""
+    coordinator, imitation = coordinator_connections(p) * 9 // 8 + 64, min(per_process, p) + 256
     if limit == resource.RLIM_INFINITY or max(coordinator, imitation) <= limit:
         return None
-    return (f"descriptors: the coordinator needs {coordinator:,} and the imitation {imitation:,}, the hard "
-            f"RLIMIT_NOFILE is {limit:,} and cannot be raised here")
+    return (f"descriptors: the coordinator needs {coordinator:,} and each imitation worker {imitation:,}, the hard "
+            f"RLIMIT_NOFILE is {limit:,}")
 
 
 async def amain(args) -> dict:
@@ -424,11 +464,11 @@ async def amain(args) -> dict:
               "machine": f"{os.cpu_count()} cores, Linux {os.uname().release}", "load_start": os.getloadavg()[0],
               "sizes": args.sizes, "jobs": []}
     try:
-        with LoopbackDns() as dns:
+        with LoopbackDns(relay_names()) as dns:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
             fingerprint = await fingerprint_of_a_real_task(args.tfboot, env, dns.address, workdir)
             for p in args.sizes:
-                if why := too_large(p, args.nofile):
+                if why := too_large(p, args.nofile, args.per_process):
                     log(f"  P={p}: not run: {why}")
                     report.setdefault("not_run", []).append({"p": p, "why": why})
                     continue
@@ -450,7 +490,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900, help="seconds a job may take in all")
     ap.add_argument("--phase-timeout", type=float, default=300, help="seconds a measured phase may take")
     ap.add_argument("--per-source", type=int, default=2048, help="imitated tasks per loopback source address")
-    ap.add_argument("--handshakes", type=int, default=64, help="hellos in flight at once")
+    ap.add_argument("--handshakes", type=int, default=64, help="hellos in flight at once, per imitation worker")
+    ap.add_argument("--per-process", type=int, default=16000, help="imitated tasks per worker process")
     # TensorFlow's TF_CONFIG lists every task: past ~6,000 tasks it is over Linux's 128 KiB for one
     # environment variable, and tfboot refuses to start (exit 2). PyTorch's variables do not grow.
     ap.add_argument("--framework", default="pytorch", help="the coordinator's --framework")
@@ -465,7 +506,7 @@ def main(argv=None) -> int:
     if not os.access(args.tfboot, os.X_OK):
         log(f"imitated scale: {args.tfboot} is not an executable (scripts/build release)")
         return 2
-    args.nofile = raise_descriptor_limit(max(args.sizes))
+    args.nofile = raise_descriptor_limit()
     report = asyncio.run(amain(args))
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "imitated_scale_results.json"), "w") as f:

@@ -83,7 +83,7 @@ Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fin
   }
   if (settings.self != settings.coordinator) return join_as_task(settings, std::move(hello), now, own_probe);
   // Before any connection is accepted, so that none is refused for want of a descriptor.
-  auto room = make_room_for_tasks(settings.tasks.size());
+  auto room = make_room_for_tasks(settings.tasks.size(), coordinator_connections(settings.tasks.size()));
   if (!room) return std::unexpected(room.error());
   auto listener = open_listener(settings.port);
   if (!listener) return std::unexpected(listener.error());

@@ -83,7 +83,7 @@ class CoordinatorBarrier {
         // Room for every task twice (an old and a new instance) and the strangers' budget, within what
         // the descriptor limit allows (an accept that fails for want of one would leave the
         // listener ready, and this loop busy).
-        connection_cap_(std::min(2 * settings.tasks.size() + 80, room)),
+        connection_cap_(std::min(2 * coordinator_connections(settings.tasks.size()) + 80, room)),
         listener_(std::move(listener)),
         events_(std::move(events)),
         barrier_(BarrierSettings{settings.job_id, settings.tasks, own, settings.env_check, settings.peer_silent_after,
@@ -219,6 +219,7 @@ class CoordinatorBarrier {
     candidate.channel.send(challenge);
     count_unproven(id, open.source);
     connections_.emplace(id, std::move(candidate));
+    ++carried_;
   }
 
   // A relay's connection ended (or was found silent): every connection it carried ends with it.
@@ -308,7 +309,10 @@ class CoordinatorBarrier {
       return;
     }
     if (candidate.channel.broken()) {
-      if (Carrier* carrier = candidate.channel.carrier()) carrier->carried.erase(candidate.channel.carried_id());
+      if (Carrier* carrier = candidate.channel.carrier()) {
+        carrier->carried.erase(candidate.channel.carried_id());
+        --carried_;
+      }
       barrier_.on_closed(it->first, candidate.channel.problem());
       uncount(it->first, candidate);
       refused_.erase(it->first);
@@ -358,8 +362,11 @@ class CoordinatorBarrier {
   // Whether a newcomer from `source` has room, made if need be. Refused connections waiting to
   // read why go first when the descriptors run short: they have been answered.
   bool make_room_for(const std::string& source, Instant now) {
-    if (connections_.size() >= connection_cap_ && !refused_.empty()) close_connection(*refused_.begin(), "refused");
-    const bool full = connections_.size() >= connection_cap_ || unproven_.size() >= unproven_budget();
+    // Descriptors bound the connections of its own; every connection, carried or not, the job's size.
+    const auto own = [this] { return connections_.size() - carried_; };
+    if (own() >= connection_cap_ && !refused_.empty()) close_connection(*refused_.begin(), "refused");
+    const bool full = own() >= connection_cap_ || connections_.size() >= 2 * settings_.tasks.size() + 80 ||
+                      unproven_.size() >= unproven_budget();
     return !full || evict_for(source, now);
   }
 
@@ -821,7 +828,8 @@ class CoordinatorBarrier {
   const JobSettings& settings_;
   const NetworkProbe* probe_;  // --preflight network's, or none
   std::optional<NetworkMeasurement> measuring_;
-  std::size_t connection_cap_;
+  std::size_t connection_cap_;  // of the connections with a descriptor of their own
+  std::size_t carried_ = 0;     // connections_ carried by relays
   Socket listener_;
   EventSet events_;
   StartBarrier barrier_;

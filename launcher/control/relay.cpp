@@ -72,7 +72,9 @@ class RelayThread final : public Relay {
 
   void turn(Instant now) {
     timers(now);
-    std::vector<pollfd> fds{{wake_.get(), POLLIN, 0}, {listener_.fd(), POLLIN, 0}};
+    // Not carrying (the coordinator's barrier not open yet, or a restart's): the group's connections
+    // wait in the listen queue, each for its challenge, until the coordinator accepts this relay.
+    std::vector<pollfd> fds{{wake_.get(), POLLIN, 0}, {listener_.fd(), short(phase_ == Phase::carrying ? POLLIN : 0), 0}};
     if (upstream_) fds.push_back({upstream_->fd(), phase_ == Phase::connecting ? short(POLLOUT) : upstream_->events(), 0});
     std::vector<std::uint64_t> order;
     for (auto& [id, child] : children_) {
@@ -182,12 +184,9 @@ class RelayThread final : public Relay {
   }
 
   void accept_children(Instant now) {
-    for (int taken = 0; taken < 32; ++taken) {
+    for (int taken = 0; taken < 32 && phase_ == Phase::carrying; ++taken) {
       auto accepted = accept_one(listener_.fd(), "relay");
       if (!accepted) return;
-      // Not carrying yet (the coordinator's barrier not open, or a restart's not yet): closed at once,
-      // as a coordinator not listening yet; the task tries again.
-      if (phase_ != Phase::carrying) continue;
       const std::uint64_t id = next_id_++;
       children_.emplace(id, Child{MessageConnection(std::move(accepted.socket), accepted.peer, max_task_message, now)});
       upstream_->send(std::make_shared<const std::string>(encode_frame(RelayOpen{id, address_of_peer(accepted.peer), accepted.peer})));

@@ -219,11 +219,12 @@ Result<std::vector<EventSet::Ready>> EventSet::wait(Instant until) {
   return ready;
 }
 
-Result<std::size_t> make_room_for_tasks(std::size_t tasks) {
-  // A connection per task, an eighth more for tasks that reconnect before their old connection
-  // is seen closed, and 64 for the rest: the listener, the event set, the command's pipes and
-  // signalfd, c-ares' sockets for the name check, log files.
-  const rlim_t needed = static_cast<rlim_t>(tasks + tasks / 8 + 64);
+Result<std::size_t> make_room_for_tasks(std::size_t tasks, std::size_t connections) {
+  // A connection per task (or per task of its own group and two per relay, in a tree), an eighth
+  // more for tasks that reconnect before their old connection is seen closed, and 64 for the rest:
+  // the listener, the event set, the command's pipes and signalfd, c-ares' sockets for the name
+  // check, log files.
+  const rlim_t needed = static_cast<rlim_t>(connections + connections / 8 + 64);
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return errno_error(exit_code::resources, "getrlimit(RLIMIT_NOFILE)", errno);
   if (limit.rlim_cur >= needed) return static_cast<std::size_t>(limit.rlim_cur - 64);

@@ -145,9 +145,9 @@ class EventSet {
 };
 
 // Raises the soft limit on open descriptors to the hard one when a coordinator of `tasks` needs
-// more; exit_code::resources, before any connection, when even the hard limit is too low. The
+// more for its `connections` (control/protocol/tree.h: coordinator_connections); exit_code::resources, before any connection, when even the hard limit is too low. The
 // connections the limit then allows.
-Result<std::size_t> make_room_for_tasks(std::size_t tasks);
+Result<std::size_t> make_room_for_tasks(std::size_t tasks, std::size_t connections);
 
 // Until everything queued on `channels` has been acknowledged by the peers, or `until`: a close
 // with unread input sends a reset, and a reset throws away what the peer has not yet received.

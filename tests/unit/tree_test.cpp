@@ -36,6 +36,9 @@ TEST_CASE("tree::above 128 tasks each group of 128 but the coordinator's joins t
   CHECK(carried_by(256, 0, tasks).size() == 43);
   CHECK(carried_by(128, 0, tasks).front() == 129u);
   CHECK(carried_by(5, 0, tasks).empty());
+  CHECK(coordinator_connections(128) == 128);
+  CHECK(coordinator_connections(tasks) == 127 + 2 * 2);
+  CHECK(coordinator_connections(98'304) == 127 + 2 * 767);
 }
 
 TEST_CASE("tree::groups are counted from the coordinator's position, and every task has one way in") {

@@ -33,6 +33,12 @@ bool is_relay(std::size_t position, std::size_t coordinator, std::size_t tasks) 
   return counted != 0 && counted % relay_group == 0;
 }
 
+std::size_t coordinator_connections(std::size_t tasks) {
+  if (tasks <= star_limit) return tasks;
+  const std::size_t relays = (tasks - 1) / relay_group;  // every multiple of the group below `tasks`
+  return (relay_group - 1) + 2 * relays;
+}
+
 std::vector<std::size_t> carried_by(std::size_t relay, std::size_t coordinator, std::size_t tasks) {
   std::vector<std::size_t> carried;
   if (!is_relay(relay, coordinator, tasks)) return carried;

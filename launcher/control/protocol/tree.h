@@ -30,6 +30,9 @@ inline constexpr std::size_t relay_group = 128;
 // Positions in cluster order (settings.tasks). nullopt: `position` joins the coordinator itself.
 std::optional<std::size_t> relay_of(std::size_t position, std::size_t coordinator, std::size_t tasks);
 bool is_relay(std::size_t position, std::size_t coordinator, std::size_t tasks);
+// The connections of its own the coordinator of a job of `tasks` holds: one per task in a star; in a
+// tree one per task of its own group, and two per relay (its task's and the one carrying its group).
+std::size_t coordinator_connections(std::size_t tasks);
 // The positions a relay carries, itself excluded.
 std::vector<std::size_t> carried_by(std::size_t relay, std::size_t coordinator, std::size_t tasks);
 

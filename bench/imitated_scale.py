@@ -78,13 +78,18 @@ class Usage:
     def __init__(self, coordinator: Tfboot, relays):
         self.pid = coordinator.proc.pid
         self.relays = relays
+        self.relay_last = {}  # pid -> its last reading: a relay that exits keeps it
         self.last = coordinator_usage(self.pid)
-        self.relays_last = self.relay_usage()
+        self.relay_usage()
         self.sampler = asyncio.create_task(self._sample())
 
     async def _sample(self):
+        rounds = 0
         while True:
             self.now()
+            rounds += 1
+            if rounds % 25 == 0:  # every 0.5 s: hundreds of relays cost more to read
+                self.relay_usage()
             await asyncio.sleep(0.02)
 
     def now(self):
@@ -95,8 +100,10 @@ class Usage:
 
     def relay_usage(self):
         """CPU seconds of every relay together, and the largest peak RSS among them."""
-        readings = [coordinator_usage(relay.proc.pid) for relay in self.relays if relay.proc]
-        readings = [r for r in readings if r]
+        for relay in self.relays:
+            if relay.proc and (reading := coordinator_usage(relay.proc.pid)):
+                self.relay_last[relay.proc.pid] = reading
+        readings = list(self.relay_last.values())
         if not readings:
             return None
         return {"cpu_s": sum(r["cpu_s"] for r in readings), "hwm_kb": max(r["hwm_kb"] for r in readings)}

@@ -65,7 +65,7 @@ class RelayThread final : public Relay {
     while (upstream_ && phase_ == Phase::carrying && SteadyClock::now() < finish_until_) turn(SteadyClock::now());
     std::vector<MessageConnection*> channels;
     for (auto& [id, child] : children_) channels.push_back(&child.channel);
-    deliver(channels, finish_until_);
+    deliver(channels, std::max(finish_until_, SteadyClock::now() + (finish_until_ > Instant{} ? linger : 0s)));
     children_.clear();
     upstream_.reset();
   }

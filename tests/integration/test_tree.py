@@ -8,6 +8,8 @@ resolves to (LoopbackDns with relay_names()).
   naming it, within the heartbeat's 2 s; the tasks it carried lose their connection at once.
 * A relay stopped (SIGSTOP) for 4 s is slow, not lost: the job goes on, no task is lost. Stopped
   for longer than the 10 s silence limit, it is lost: every other task is told to stop.
+* An environment check that fails reaches every task through the relays: the abort, naming the
+  odd task, gets to every imitated task, the relays' groups included, before the relays exit.
 * A task that joins the coordinator instead of its relay, or another group's relay, is refused
   naming its relay, and its proper twin (the same task the right way) then joins and the job starts.
 """
@@ -44,8 +46,9 @@ def nofile_raised():
 class TreeJob:
     """The job above, started: the coordinator, the relays, the fakes (and any `wrong` fleet first)."""
 
-    def __init__(self, tfboot, tmp_path, wrong=None):
+    def __init__(self, tfboot, tmp_path, wrong=None, extra=(), odd=None):
         self.tfboot, self.tmp_path, self.wrong_targets = tfboot, tmp_path, wrong or {}
+        self.extra, self.odd = list(extra), odd
         self.deadline = time.monotonic() + GLOBAL_DEADLINE
         self.env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
         self.coordinator = Tfboot("coordinator worker:0")
@@ -59,7 +62,7 @@ class TreeJob:
         fingerprint = await fingerprint_of_a_real_task(self.tfboot, self.env, self.dns.address, self.tmp_path)
         port, relay_port = self.port, self.relay_port
         argv = lambda index: tfboot_argv(self.tfboot, index, TASKS, port, self.dns.address, self.tmp_path / "logs",
-                                         [*HOLD, str(self.release)], extra=["--relay-port", str(relay_port)])
+                                         [*HOLD, str(self.release)], extra=["--relay-port", str(relay_port), *self.extra])
         await self.coordinator.start(argv(0), self.env, self.tmp_path)
         for index, relay in self.relays.items():
             await relay.start(argv(index), self.env, self.tmp_path)
@@ -71,6 +74,8 @@ class TreeJob:
             self.wrong.join(list(self.wrong_targets))
             await wait_until(lambda: all(f.outcome for f in self.wrong), time.monotonic() + 30)
         self.fleet = Fleet(port, fingerprint, FAKES, self.deadline, tasks=TASKS, relay_port=relay_port)
+        if self.odd is not None:
+            self.fleet.tasks[self.odd].fingerprint = dict(fingerprint, python="3.0.0-other")
         self.fleet.join(FAKES)
         await wait_until(lambda: all(f.outcome for f in self.fleet), time.monotonic() + 60)
         return self
@@ -172,3 +177,18 @@ def test_a_task_that_joins_the_wrong_way_is_refused_naming_its_relay(tfboot, tmp
     }, job.report()
     # Their twins, the right way, joined, and the job started.
     started(job)
+
+
+def test_an_abort_reaches_every_task_through_the_relays_before_they_exit(tfboot, tmp_path, nofile_raised):
+    job = TreeJob(tfboot, tmp_path, extra=["--env-check", "fail"], odd=200)
+
+    async def scenario():
+        async with job:
+            await job.coordinator.wait(15)
+            for relay in job.relays.values():
+                await relay.wait(15)
+    asyncio.run(scenario())
+    assert {f.outcome for f in job.fleet} == {"abort"}, job.report()
+    assert all("absent on" in f.abort_message or "3.0.0-other on worker:200" in f.abort_message for f in job.fleet)
+    assert "worker:200" in job.carried_by(128)[0].abort_message
+    assert [job.coordinator.returncode, *(relay.returncode for relay in job.relays.values())] == [6, 6, 6], job.report()

@@ -171,12 +171,15 @@ class Job:
         return ", ".join(f"{what} {count}" for what, count in summary[key].most_common())
 
     async def until(self, predicate, seconds: float, exclude=()):
-        """Polls the workers' summary until `predicate(summary)`; the last summary."""
+        """Polls the workers' summary until `predicate(summary)`; the last summary. A coordinator that
+        exits ends the wait 5 s later: its relays may still be passing on its last word."""
         until = time.monotonic() + seconds
         while True:
             summary = await self.pool.summary(exclude)
-            if predicate(summary) or time.monotonic() >= until or self.coordinator.returncode is not None:
+            if predicate(summary) or time.monotonic() >= until:
                 return summary
+            if self.coordinator.returncode is not None:
+                until = min(until, time.monotonic() + 5)
             await asyncio.sleep(0.2)
 
     async def gather(self) -> bool:
@@ -334,7 +337,7 @@ async def restart(args, p, fingerprint, dns, workdir) -> dict:
         if summary["released_again"] == summary["n"]:
             figure["s"] = round(summary["latest_second_start"] - sent, 3)
         else:
-            job.problem(f"not every task was released again: {job.fates(summary)}; connect errors "
+            job.problem(f"not every task was released again: {job.fates(summary)} ({summary['error_detail']}); connect errors "
                         f"{dict(summary['connect_errors']) or 'none'}")
         phase.end(figure)
         return job.result

@@ -542,14 +542,14 @@ class CoordinatorBarrier {
     }
     if (now >= next_heartbeat_) {
       Fanout waiting(encoded(Waiting{barrier_.progress()}));
-      for (auto it = connections_.begin(); it != connections_.end();) {
-        auto current = it++;
-        if (current->second.task) {
-          waiting.to(current->second.channel);
-          settle(current);
-        }
+      for (auto& [id, candidate] : connections_) {
+        if (candidate.task) waiting.to(candidate.channel);
       }
       waiting.send();
+      for (auto it = connections_.begin(); it != connections_.end();) {
+        auto current = it++;
+        if (current->second.task) settle(current);
+      }
       const EncodedMessage ping = encoded(Ping{});
       for (auto& [key, carrier] : carriers_) {
         carrier->channel.send(ping);

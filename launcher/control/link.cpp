@@ -220,11 +220,9 @@ class CoordinatorLink final : public JobLink {
   // Encoded once, the same bytes to every task.
   void broadcast(const Message& message) {
     Fanout fanout(encoded(message));
-    for (auto& [key, linked] : tasks_) {
-      fanout.to(linked.channel);
-      look_after(key, linked);
-    }
+    for (auto& [key, linked] : tasks_) fanout.to(linked.channel);
     fanout.send();
+    for (auto& [key, linked] : tasks_) look_after(key, linked);
   }
 
   void apply(JobDecision decision, std::vector<JobEvent>& events) {

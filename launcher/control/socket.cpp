@@ -174,10 +174,13 @@ CarrierInput read_carrier(Carrier& carrier, const std::function<MessageConnectio
 
 void Fanout::to(MessageConnection& channel) {
   if (channel.broken()) return;
-  if (!channel.carried()) return channel.send(message_);
+  if (!channel.carried()) return direct_.push_back(&channel);
   carried_[channel.carrier()].push_back(channel.carried_id());
 }
 
+// The relays first: their groups have a hop to go, and a relay's own task, hearing the same on its
+// own connection, may then keep its machine busy (stopping or starting its command) while the
+// relay passes the message on.
 void Fanout::send() {
   for (auto& [carrier, ids] : carried_) {
     for (std::size_t first = 0; first < ids.size(); first += max_via_ids) {
@@ -188,6 +191,8 @@ void Fanout::send() {
     carrier->touched = true;
   }
   carried_.clear();
+  for (MessageConnection* channel : direct_) channel->send(message_);
+  direct_.clear();
 }
 
 Result<EventSet> EventSet::create() {

@@ -112,7 +112,7 @@ struct CarrierInput {
 CarrierInput read_carrier(Carrier& carrier, const std::function<MessageConnection*(std::uint64_t key)>& find, Instant now);
 
 // One message for many connections: those carried by a relay get it through the relay once, in
-// one via that lists them all; the others at once.
+// one via that lists them all; then the others. Nothing goes out before send().
 class Fanout {
  public:
   explicit Fanout(EncodedMessage message) : message_(std::move(message)) {}
@@ -122,6 +122,7 @@ class Fanout {
  private:
   EncodedMessage message_;
   std::map<Carrier*, std::vector<std::uint64_t>> carried_;
+  std::vector<MessageConnection*> direct_;
 };
 
 // An epoll set over many connections: a wake-up costs what is ready, not what is open. Each

@@ -45,6 +45,7 @@ def summary(fleet, exclude=()) -> dict:
         "start_line": fleet.start_line.decode(errors="replace") if fleet.start_line else None,
         "different_starts": fleet.different_starts,
         "connect_errors": dict(fleet.connect_errors),
+        "error_detail": next((t.last[1] for t in tasks if t.last and t.last[0] in ("error", "closed", "silent")), None),
     }
 
 
@@ -137,7 +138,7 @@ class FleetPool:
                         merged[key] = max(value, merged.get(key) or value)
                     else:
                         merged.setdefault(key, None)
-                elif key in ("stop_message", "abort_message", "start_line"):
+                elif key in ("stop_message", "abort_message", "start_line", "error_detail"):
                     merged[key] = merged.get(key) or value
                 else:
                     merged[key] = merged.get(key, 0) + value

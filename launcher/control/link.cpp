@@ -127,7 +127,9 @@ class CoordinatorLink final : public JobLink {
     }, now);
     for (const RelayOpen& open : input.opened) {
       MessageConnection late(carriers_.at(carrier_key(carrier)), open.id, open.peer, max_task_message, now);
-      late.send(Refused{"job already started"});
+      // After a restart's broadcast the listener is closed and a task connecting is refused by the
+      // kernel, which it retries; through a relay it is closed before its challenge, which it retries too.
+      if (listener_) late.send(Refused{"job already started"});
       late.shutdown_write();
       if (auto line = latecomers_.note("a connection from " + open.peer + " via the relay " + carrier.relay.text() + ": job already started", now)) {
         log::info("control channel: {}", *line);

@@ -79,6 +79,8 @@ async def worker():
         elif what == "task":
             task = fleet.tasks[command["index"]]
             answer({"hello_at": task.hello_at, "outcome": task.outcome})
+        elif what == "starts":  # every task's first start, by index
+            answer({str(t.index): t.start_at for t in fleet})
         elif what == "exit":
             answer({"sent": fleet.tasks[command["index"]].exit(command["status"], command.get("detail", ""))})
         elif what == "close":

@@ -196,6 +196,15 @@ class ImitatedTask(asyncio.Protocol):
         kind = message_type(line)
         if self.state == "connecting":
             challenge = json.loads(line)
+            if kind == "refused" and self.round > 0:
+                # Refused before the challenge in a restart (the old barrier's "job already
+                # started"): a real task tries again, and so does this one.
+                self.state = "rejoining"
+                if self.handshake and not self.handshake.done():
+                    self.handshake.set_result(False)
+                if self.transport:
+                    self.transport.close()
+                return self.fleet.queue_join([self])
             if kind != "challenge":
                 return self.end("error", f"first message {kind!r}, not a challenge")
             if challenge.get("protocol") != PROTOCOL:

@@ -10,6 +10,8 @@ resolves to (LoopbackDns with relay_names()).
   for longer than the 10 s silence limit, it is lost: every other task is told to stop.
 * An environment check that fails reaches every task through the relays: the abort, naming the
   odd task, gets to every imitated task, the relays' groups included, before the relays exit.
+* A restart in place (`--max-restarts 1`) after a task of a relay's group failed releases every
+  task again, through the relays that carried its group before.
 * A task that joins the coordinator instead of its relay, or another group's relay, is refused
   naming its relay, and its proper twin (the same task the right way) then joins and the job starts.
 """
@@ -192,3 +194,19 @@ def test_an_abort_reaches_every_task_through_the_relays_before_they_exit(tfboot,
     assert all("absent on" in f.abort_message or "3.0.0-other on worker:200" in f.abort_message for f in job.fleet)
     assert "worker:200" in job.carried_by(128)[0].abort_message
     assert [job.coordinator.returncode, *(relay.returncode for relay in job.relays.values())] == [6, 6, 6], job.report()
+
+
+def test_a_restart_in_place_releases_every_task_again_through_the_relays(tfboot, tmp_path, nofile_raised):
+    job = TreeJob(tfboot, tmp_path, extra=["--max-restarts", "1"])
+
+    async def scenario():
+        async with job:
+            started(job)
+            failing = next(f for f in job.fleet if relay_of(f.index, TASKS) == 256)
+            failing.exit(1, "imitated failure")
+            await wait_until(lambda: all(len(f.starts) >= 2 or (f.last and f.last[0] not in ("start", "restart"))
+                                         for f in job.fleet), time.monotonic() + 60)
+    asyncio.run(scenario())
+    assert {f.after for f in job.fleet} == {"restart"}, job.report()
+    assert all(len(f.starts) == 2 for f in job.fleet), {f.last for f in job.fleet if len(f.starts) < 2}
+    assert all(relay.first("restarting the job in place") for relay in job.relays.values()), job.report()

@@ -120,6 +120,7 @@ class ImitatedTask(asyncio.Protocol):
         self.after_at = None
         self.pings_after_start = 0
         self.connected_to = None   # (host, port) of its last connection: the coordinator or its relay
+        self.closed_for_rejoin = 0  # connections closed to rejoin whose connection_lost is still to come
         self.abort_line = None     # the abort or stop as it came; parsed when read (a stop at 100,000
         self.stop_line = None      # tasks is 100,000 lines this process must read quickly)
         self.last = None           # the latest of these, in any round: (what, detail, when)
@@ -174,6 +175,10 @@ class ImitatedTask(asyncio.Protocol):
                 return
 
     def connection_lost(self, exc):
+        if self.closed_for_rejoin:
+            # The old connection of a rejoin, which may end after the new one began: not this one's end.
+            self.closed_for_rejoin -= 1
+            return
         self.transport = None
         if self.state == "connecting" and self.round > 0 and time.monotonic() < self.fleet.deadline:
             # Closed before the challenge: the restart's barrier was not listening yet (the old
@@ -202,8 +207,7 @@ class ImitatedTask(asyncio.Protocol):
                 self.state = "rejoining"
                 if self.handshake and not self.handshake.done():
                     self.handshake.set_result(False)
-                if self.transport:
-                    self.transport.close()
+                self.close_to_rejoin()
                 return self.fleet.queue_join([self])
             if kind != "challenge":
                 return self.end("error", f"first message {kind!r}, not a challenge")
@@ -280,9 +284,14 @@ class ImitatedTask(asyncio.Protocol):
         self.state = "rejoining"
         self.round += 1
         self.accepted = False
-        if self.transport:
-            self.transport.close()
+        self.close_to_rejoin()
         self.fleet.queue_join([self])
+
+    def close_to_rejoin(self):
+        if self.transport and not self.transport.is_closing():
+            self.closed_for_rejoin += 1
+            self.transport.close()
+        self.transport = None
 
     def heartbeat(self, now: float):
         if self.transport is None or self.state not in ("connecting", "challenged", "barrier", "started"):

@@ -517,8 +517,9 @@ int run(int argc, char** argv, char** envp) {
     for (const auto& warning : options->warnings) log::warn("{}", warning);
     auto outcome = run_mode(*options, env);
     // A relay passes on what the coordinator still says to its group (an abort, a stop), until the
-    // coordinator closes its connection or 2 s passed (docs/supervision.md: The start tree).
-    if (relay_running()) finish_relay(std::chrono::seconds(2));
+    // coordinator closes its connection (it does as it ends) or the silence limit, 10 s, passed
+    // (docs/supervision.md: The start tree).
+    if (relay_running()) finish_relay(std::chrono::seconds(10));
     const bool entrypoint = options->mode == Mode::entrypoint;
     if (!outcome) {
       log::error("{}", outcome.error().message);

@@ -59,7 +59,7 @@ class CoordinatorLink final : public JobLink {
         continue;
       }
       if (auto carrier = carriers_.find(key); carrier != carriers_.end()) {
-        on_carrier(*carrier->second, revents, now, events);
+        on_carrier(carrier->second, revents, now, events);
         continue;
       }
       auto it = tasks_.find(key);
@@ -118,7 +118,8 @@ class CoordinatorLink final : public JobLink {
  private:
   // A relay's connection (control/protocol/tree.h): its tasks' lines to them, as their own
   // connections' would be; a task connecting to it now is refused, as at the listener.
-  void on_carrier(Carrier& carrier, short revents, Instant now, std::vector<JobEvent>& events) {
+  void on_carrier(const std::shared_ptr<Carrier>& held, short revents, Instant now, std::vector<JobEvent>& events) {
+    Carrier& carrier = *held;
     if (revents & POLLOUT) carrier.channel.flush();
     if (revents & (POLLIN | POLLHUP | POLLERR)) carrier.channel.receive(now);
     auto input = read_carrier(carrier, [this](std::uint64_t key) -> MessageConnection* {
@@ -126,7 +127,7 @@ class CoordinatorLink final : public JobLink {
       return found == tasks_.end() ? nullptr : &found->second.channel;
     }, now);
     for (const RelayOpen& open : input.opened) {
-      MessageConnection late(carriers_.at(carrier_key(carrier)), open.id, open.peer, max_task_message, now);
+      MessageConnection late(held, open.id, open.peer, max_task_message, now);
       // After a restart's broadcast the listener is closed and a task connecting is refused by the
       // kernel, which it retries; through a relay it is closed before its challenge, which it retries too.
       if (listener_) late.send(Refused{"job already started"});
@@ -141,13 +142,6 @@ class CoordinatorLink final : public JobLink {
       apply(read_messages(it->second.task, it->second.channel, now), events);
       look_after(key, it->second);
     }
-  }
-
-  std::uint64_t carrier_key(const Carrier& carrier) const {
-    for (const auto& [key, held] : carriers_) {
-      if (held.get() == &carrier) return key;
-    }
-    return 0;
   }
 
   // Relays sent to are watched for POLLOUT while they have output; a lost one ends every task it

@@ -131,7 +131,7 @@ class RelayThread final : public Relay {
       } else if (now - child.channel.last_heard() > settings_.peer_silent_after) {
         child.channel.fail("silent for " + seconds_text(now - child.channel.last_heard()) + " at its relay " + settings_.self.text());
       }
-      settle(current, now);
+      settle(current);
     }
   }
 
@@ -210,12 +210,11 @@ class RelayThread final : public Relay {
       *line += '\n';
       upstream_->send(std::make_shared<const std::string>(std::move(*line)));
     }
-    settle(it, now);
+    settle(it);
   }
 
   // A broken connection leaves, and the coordinator hears why (unless it closed it itself).
-  void settle(std::map<std::uint64_t, Child>::iterator it, Instant now) {
-    (void)now;
+  void settle(std::map<std::uint64_t, Child>::iterator it) {
     if (!it->second.channel.broken()) return;
     if (!it->second.closing && phase_ == Phase::carrying) {
       upstream_->send(std::make_shared<const std::string>(encode_frame(RelayGone{it->first, it->second.channel.problem()})));
@@ -254,7 +253,7 @@ class RelayThread final : public Relay {
       on_message(*message, now);
     }
     if (upstream_ && upstream_->broken()) drop_upstream(upstream_->peer() + ": " + upstream_->problem(), now);
-    for (auto it = children_.begin(); it != children_.end();) settle(it++, now);
+    for (auto it = children_.begin(); it != children_.end();) settle(it++);
   }
 
   void on_frame(const RelayFrame& frame, Instant now) {

@@ -1,11 +1,16 @@
 // The job's control channel after the start: CoordinatorLink and TaskLink.
 #include "control/link.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
 #include "base/log.h"
 #include "base/text.h"
+#include "base/threads.h"
+#include "base/unique_fd.h"
 #include "control/refusals.h"
 
 namespace tfboot {
@@ -340,6 +345,83 @@ class TaskLink final : public JobLink {
   Instant next_heartbeat_;
 };
 
+// From the start until the supervisor first uses the link: a thread of its own runs it, so that
+// the work between (TF_CONFIG and startup.json for a large job, a slow log volume, a CPU shared
+// with many relays) never leaves the job without this task's heartbeats and answers. What it
+// decided waits for the supervisor's first process(); any use takes the link back first.
+class PumpedLink final : public JobLink {
+ public:
+  explicit PumpedLink(std::unique_ptr<JobLink> link) : JobLink(link->start_info()), link_(std::move(link)) {}
+  ~PumpedLink() override { take_back(); }
+
+  Result<void> start() {
+    if (!wake_) return errno_error(exit_code::resources, "the control channel: eventfd", errno);
+    auto thread = start_thread_without_signals([this] { pump(); }, "the control channel");
+    if (!thread) return std::unexpected(thread.error());
+    thread_ = std::move(*thread);
+    return {};
+  }
+
+  void add_poll_fds(std::vector<pollfd>& fds) const override {
+    take_back();
+    link_->add_poll_fds(fds);
+  }
+  Instant next_wakeup() const override {
+    take_back();
+    return held_.empty() ? link_->next_wakeup() : SteadyClock::now();
+  }
+  std::vector<JobEvent> process(const std::vector<pollfd>& fds, Instant now) override {
+    take_back();
+    std::vector<JobEvent> events = std::exchange(held_, {});
+    for (JobEvent& event : link_->process(fds, now)) events.push_back(std::move(event));
+    return events;
+  }
+  void report_exit(int status, const std::string& detail, bool rejoins) override {
+    take_back();
+    link_->report_exit(status, detail, rejoins);
+  }
+  bool awaits_other_tasks() const override {
+    take_back();
+    return link_->awaits_other_tasks();
+  }
+  void report_stop_signal(int signal_number) override {
+    take_back();
+    link_->report_stop_signal(signal_number);
+  }
+  void finish(std::chrono::milliseconds at_most) override {
+    take_back();
+    link_->finish(at_most);
+  }
+
+ private:
+  void pump() {
+    std::vector<pollfd> fds;
+    while (true) {
+      fds.assign(1, pollfd{wake_.get(), POLLIN, 0});
+      link_->add_poll_fds(fds);
+      if (auto polled = poll_until(fds, link_->next_wakeup(), "the control channel"); !polled) {
+        log::warn("{}; the link waits for the supervisor", polled.error().message);
+        return;
+      }
+      if (fds.front().revents & POLLIN) return;
+      for (JobEvent& event : link_->process(fds, SteadyClock::now())) held_.push_back(std::move(event));
+    }
+  }
+
+  // Ends the thread (once): from here the caller's thread alone uses the link.
+  void take_back() const {
+    if (!thread_.joinable()) return;
+    const std::uint64_t one = 1;
+    if (::write(wake_.get(), &one, sizeof one) < 0) log::debug("the control channel: {}", errno_text("eventfd", errno));
+    thread_.join();
+  }
+
+  std::unique_ptr<JobLink> link_;
+  UniqueFd wake_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  std::vector<JobEvent> held_;  // what the thread's turns returned, for the first process()
+  mutable std::thread thread_;
+};
+
 }  // namespace
 
 std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
@@ -353,6 +435,12 @@ std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings
 std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
                                         Instant now) {
   return std::make_unique<TaskLink>(std::move(info), settings, std::move(channel), now);
+}
+
+Result<std::unique_ptr<JobLink>> kept_alive_until_used(std::unique_ptr<JobLink> link) {
+  auto pumped = std::make_unique<PumpedLink>(std::move(link));
+  if (auto started = pumped->start(); !started) return std::unexpected(started.error());
+  return std::unique_ptr<JobLink>(std::move(pumped));
 }
 
 }  // namespace tfboot

@@ -91,4 +91,9 @@ std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings
 std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
                                         Instant now);
 
+// `link` run by a thread of its own until its first use, so that the task's work between the start
+// and the supervisor's loop keeps its heartbeats going (docs/supervision.md: Job supervision);
+// what the thread heard comes out of the first process(). exit_code::resources without a thread.
+Result<std::unique_ptr<JobLink>> kept_alive_until_used(std::unique_ptr<JobLink> link);
+
 }  // namespace tfboot

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/socket.h"
 #include "base/text.h"
+#include "base/threads.h"
 #include "control/auth.h"
 #include "control/socket.h"
 
@@ -33,7 +34,13 @@ class RelayThread final : public Relay {
     own_.fingerprint = {};  // the relay's own connection carries no environment of its own
     own_.preflight.reset();
     own_.network_port.reset();
-    thread_ = std::thread([this] { run(); });
+  }
+
+  Result<void> start() {
+    auto thread = start_thread_without_signals([this] { run(); }, "relay");
+    if (!thread) return std::unexpected(thread.error());
+    thread_ = std::move(*thread);
+    return {};
   }
 
   ~RelayThread() override { finish(0ms); }
@@ -322,7 +329,7 @@ class RelayThread final : public Relay {
   Instant finish_until_{};
   std::atomic<bool> stopping_{false};
   std::mutex finishing_;
-  std::thread thread_;  // last: started once everything above is made
+  std::thread thread_;  // started once everything above is made
 };
 
 std::mutex relay_lock;
@@ -338,7 +345,9 @@ Result<std::unique_ptr<Relay>> start_relay(const JobSettings& settings, const He
   auto listener = listener_address.empty() ? listen_on_every_address(settings.relay_port, 1024, what)
                                            : listen_on_address(listener_address, settings.relay_port, 1024, what);
   if (!listener) return std::unexpected(listener.error());
-  return std::unique_ptr<Relay>(std::make_unique<RelayThread>(settings, own, std::move(*listener)));
+  auto relay = std::make_unique<RelayThread>(settings, own, std::move(*listener));
+  if (auto started = relay->start(); !started) return std::unexpected(started.error());
+  return std::unique_ptr<Relay>(std::move(relay));
 }
 
 void keep_relay(std::unique_ptr<Relay> relay) {

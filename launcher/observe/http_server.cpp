@@ -2,7 +2,6 @@
 #include "observe/http_server.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/socket.h"
+#include "base/threads.h"
 
 namespace tfboot {
 namespace {
@@ -91,21 +91,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(int port, HttpHandler hand
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake) return errno_error(exit_code::resources, "metrics server: eventfd", errno);
   std::unique_ptr<HttpServer> server(new HttpServer(std::move(*listener), std::move(wake), std::move(handler), limits));
-  // The thread starts with every signal blocked: a stop signal must reach the supervisor's
-  // signalfd or handler, never a thread that would take its default action.
-  sigset_t all;
-  sigset_t before;
-  ::sigfillset(&all);
-  if (int failed = ::pthread_sigmask(SIG_SETMASK, &all, &before); failed != 0) {
-    return errno_error(exit_code::resources, "metrics server: pthread_sigmask", failed);
-  }
-  try {
-    server->thread_ = std::thread([raw = server.get()] { raw->serve(); });
-  } catch (const std::system_error& error) {
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    return make_error(exit_code::resources, std::string("metrics server: cannot start its thread: ") + error.what());
-  }
-  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  auto thread = start_thread_without_signals([raw = server.get()] { raw->serve(); }, "metrics server");
+  if (!thread) return std::unexpected(thread.error());
+  server->thread_ = std::move(*thread);
   return server;
 }
 

@@ -659,13 +659,36 @@ TEST_CASE("control::JobLink after the start") {
     CHECK(events[0].message == "the coordinator chief:0 was lost: connection closed by the peer");
   }
   SUBCASE("the coordinator falls silent: lost after the silence limit") {
+    links[0]->next_wakeup();  // taken back from its thread (kept_alive_until_used) and never pumped: no heartbeats
     auto start = std::chrono::steady_clock::now();
-    auto events = pump(*links[1], 3s);  // the coordinator's link is never pumped: no heartbeats
+    auto events = pump(*links[1], 3s);
     auto elapsed = std::chrono::steady_clock::now() - start;
     REQUIRE(events.size() == 1);
     CHECK(events[0].kind == JobEventKind::coordinator_lost);
     CHECK(events[0].message.starts_with("the coordinator chief:0 was lost: silent for "));
     CHECK(elapsed >= 700ms);
+  }
+  SUBCASE("until its first use a link runs on a thread of its own: no task is lost while its supervisor is busy") {
+    std::this_thread::sleep_for(1500ms);  // the silence limit is 800 ms; no link is used
+    CHECK(pump(*links[1], 200ms).empty());
+    CHECK(pump(*links[2], 200ms).empty());
+    CHECK(pump_all(links, 0, 200ms).empty());
+  }
+  SUBCASE("what the thread decided before the first use is told to every task, and comes out of the first process()") {
+    links[1]->report_exit(3);
+    links[1]->finish(1s);
+    links[1].reset();
+    std::this_thread::sleep_for(1500ms);  // the coordinator's link is not used: its thread hears the exit
+    auto told = pump(*links[2], 200ms);     // and has told the other task already
+    REQUIRE(told.size() == 1);
+    CHECK(told[0].message == "worker:0 failed with status 3");
+    const auto wake = links[0]->next_wakeup();  // held events: at once
+    CHECK(wake <= std::chrono::steady_clock::now());
+    std::vector<pollfd> none;
+    auto events = links[0]->process(none, std::chrono::steady_clock::now());
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].kind == JobEventKind::task_failed);
+    CHECK(events[0].message == "worker:0 failed with status 3");
   }
   SUBCASE("a latecomer is refused: the job already started") {
     RawClient late(job.port);
@@ -673,6 +696,7 @@ TEST_CASE("control::JobLink after the start") {
     CHECK(late.read_line() == R"({"type":"refused","reason":"job already started"})");
   }
   SUBCASE("latecomers are refused a few per turn: the rest wait for the next") {
+    links[0]->next_wakeup();  // taken back from its thread: the turns are this test's
     std::vector<int> late;
     for (int i = 0; i < 100; ++i) late.push_back(connect_from("127.0.0.3", job.port));
     REQUIRE(std::ranges::count(late, -1) == 0);

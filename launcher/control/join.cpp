@@ -23,7 +23,9 @@ std::string relay_listener_address(const JobSettings& settings) {
   return (*addresses)[0];
 }
 
-Result<std::unique_ptr<JobLink>> join_the_barrier(const JobSettings& settings, const Fingerprint& own) {
+}  // namespace
+
+Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fingerprint& own) {
   if (auto valid = check_job_settings(settings); !valid) return std::unexpected(valid.error());
   auto instance = make_nonce();
   if (!instance) return std::unexpected(instance.error());
@@ -86,14 +88,6 @@ Result<std::unique_ptr<JobLink>> join_the_barrier(const JobSettings& settings, c
   auto listener = open_listener(settings.port);
   if (!listener) return std::unexpected(listener.error());
   return join_as_coordinator(settings, std::move(*listener), hello, now, *room, own_probe);
-}
-
-}  // namespace
-
-Result<std::unique_ptr<JobLink>> join_job(const JobSettings& settings, const Fingerprint& own) {
-  auto link = join_the_barrier(settings, own);
-  if (!link) return link;
-  return kept_alive_until_used(std::move(*link));
 }
 
 }  // namespace tfboot

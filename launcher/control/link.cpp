@@ -422,25 +422,25 @@ class PumpedLink final : public JobLink {
   mutable std::thread thread_;
 };
 
-}  // namespace
-
-std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
-                                               std::map<std::uint64_t, LinkedTask> tasks,
-                                               const std::vector<JobMonitor::Watched>& watched,
-                                               std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now) {
-  return std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(events), std::move(tasks), watched,
-                                           std::move(carriers), now);
-}
-
-std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
-                                        Instant now) {
-  return std::make_unique<TaskLink>(std::move(info), settings, std::move(channel), now);
-}
-
 Result<std::unique_ptr<JobLink>> kept_alive_until_used(std::unique_ptr<JobLink> link) {
   auto pumped = std::make_unique<PumpedLink>(std::move(link));
   if (auto started = pumped->start(); !started) return std::unexpected(started.error());
   return std::unique_ptr<JobLink>(std::move(pumped));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobLink>> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
+                                                       std::map<std::uint64_t, LinkedTask> tasks,
+                                                       const std::vector<JobMonitor::Watched>& watched,
+                                                       std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now) {
+  return kept_alive_until_used(std::make_unique<CoordinatorLink>(std::move(info), settings, std::move(listener), std::move(events),
+                                                                std::move(tasks), watched, std::move(carriers), now));
+}
+
+Result<std::unique_ptr<JobLink>> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
+                                                Instant now) {
+  return kept_alive_until_used(std::make_unique<TaskLink>(std::move(info), settings, std::move(channel), now));
 }
 
 }  // namespace tfboot

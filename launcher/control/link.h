@@ -77,23 +77,23 @@ struct LinkedTask {
 // The key the event set knows the listener by; tasks have their own keys, never this one.
 inline constexpr std::uint64_t listener_key = 0;
 
+// Both links run on a thread of their own from here until their first use, so that the work between
+// the start and the supervisor's loop (the barrier's teardown, TF_CONFIG and startup.json for a large
+// job, a slow log volume) keeps the heartbeats going; what the thread heard comes out of the first
+// process(). exit_code::resources when no thread can be made.
+
 // Heartbeats to every supervised task in `tasks` (by their keys in `events`), their exits and
 // silences into a JobMonitor, its decisions out to every task; a new connection on `listener`
 // (if kept, watched in `events` as listener_key) is refused at once.
 // `carriers`: the relays' own connections (by their keys in `events`), which carry some of `tasks`.
-std::unique_ptr<JobLink> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
-                                               std::map<std::uint64_t, LinkedTask> tasks,
-                                               const std::vector<JobMonitor::Watched>& watched,
-                                               std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now);
+Result<std::unique_ptr<JobLink>> make_coordinator_link(StartInfo info, const JobSettings& settings, Socket listener, EventSet events,
+                                                       std::map<std::uint64_t, LinkedTask> tasks,
+                                                       const std::vector<JobMonitor::Watched>& watched,
+                                                       std::map<std::uint64_t, std::shared_ptr<Carrier>> carriers, Instant now);
 
 // Heartbeats to the coordinator over `channel`, its done/stop in, our exit out. Without a
 // channel (one side does not supervise) the link is inert.
-std::unique_ptr<JobLink> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
-                                        Instant now);
-
-// `link` run by a thread of its own until its first use, so that the task's work between the start
-// and the supervisor's loop keeps its heartbeats going (docs/supervision.md: Job supervision);
-// what the thread heard comes out of the first process(). exit_code::resources without a thread.
-Result<std::unique_ptr<JobLink>> kept_alive_until_used(std::unique_ptr<JobLink> link);
+Result<std::unique_ptr<JobLink>> make_task_link(StartInfo info, const JobSettings& settings, std::optional<MessageConnection> channel,
+                                                Instant now);
 
 }  // namespace tfboot

@@ -145,6 +145,8 @@ class ImitatedTask(asyncio.Protocol):
 
     def connection_made(self, transport):
         self.transport = transport
+        # What the old connection still held behind a restart (a ping in the same read) is not this one's.
+        self.buffer = bytearray()
         self.last_heard = time.monotonic()
         self.state = "connecting"
 

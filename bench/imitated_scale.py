@@ -149,7 +149,9 @@ class Job:
         self.leaves = [i for i in range(1, p) if i not in taken]
         self.last = p - 1
         assert self.last not in taken
-        self.pool = FleetPool(self.leaves, max(1, -(-len(self.leaves) // args.per_process)))
+        # The imitation stands for tasks on nodes of their own: at nice -10 the relays' start work here
+        # (at nice 10) does not starve it past its heartbeats, which a relay would take for silence.
+        self.pool = FleetPool(self.leaves, max(1, -(-len(self.leaves) // args.per_process)), niceness=-10)
         self.fleet_settings = dict(port=self.port, fingerprint=fingerprint, deadline=self.deadline, per_source=args.per_source,
                                    handshakes=args.handshakes, tasks=p, relay_port=self.relay_port,
                                    odd=[] if odd is None else [odd], odd_fingerprint=odd_fingerprint(fingerprint))

@@ -93,7 +93,8 @@ class FleetPool:
     """The parent's side: `indices` spread over `processes` workers, each a Fleet."""
 
     def __init__(self, indices, processes: int, niceness: int = 0):
-        """`niceness`: the workers' nice value (os.nice; below 0 needs root, else it stays 0)."""
+        """`niceness`: the workers' nice value, set by nice(1) as the bench's relays are (below 0 needs root;
+        without it nice warns and the workers stay at 0)."""
         indices = list(indices)
         self.niceness = niceness
         share = -(-len(indices) // processes)
@@ -105,19 +106,13 @@ class FleetPool:
     async def start(self, **fleet):
         env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
         for share in self.shares:
-            proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "harness.fleet_pool", stdin=asyncio.subprocess.PIPE,
-                                                        stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 26,
-                                                        preexec_fn=self._renice if self.niceness else None)
+            niced = ["nice", "-n", str(self.niceness)] if self.niceness else []
+            proc = await asyncio.create_subprocess_exec(*niced, sys.executable, "-m", "harness.fleet_pool", stdin=asyncio.subprocess.PIPE,
+                                                        stdout=asyncio.subprocess.PIPE, env=env, limit=1 << 26)
             self.procs.append(proc)
         for proc, share in zip(self.procs, self.shares):
             odd = [i for i in fleet.get("odd", []) if i in set(share)]
             await self.ask(proc, {"do": "fleet", **{k: v for k, v in fleet.items() if k != "odd"}, "indices": share, "odd": odd})
-
-    def _renice(self):
-        try:
-            os.nice(self.niceness)
-        except PermissionError:
-            pass
 
     async def ask(self, proc, command: dict):
         proc.stdin.write((json.dumps(command) + "\n").encode())

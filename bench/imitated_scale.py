@@ -75,9 +75,10 @@ class Usage:
     the end of a phase (a stop, an abort) leaves its last reading. The relays' (real tfboots too),
     summed, read at each phase's ends."""
 
-    def __init__(self, coordinator: Tfboot, relays):
+    def __init__(self, coordinator: Tfboot, relays, pool: FleetPool):
         self.pid = coordinator.proc.pid
         self.relays = relays
+        self.pool = pool
         self.relay_last = {}  # pid -> its last reading: a relay that exits keeps it
         self.last = coordinator_usage(self.pid)
         self.relay_usage()
@@ -108,18 +109,23 @@ class Usage:
             return None
         return {"cpu_s": sum(r["cpu_s"] for r in readings), "hwm_kb": max(r["hwm_kb"] for r in readings)}
 
+    def imitation_cpu(self) -> float:
+        """CPU seconds of this process and of the imitation's workers so far."""
+        return own_cpu() + sum((coordinator_usage(pid) or {"cpu_s": 0.0})["cpu_s"] for pid in self.pool.pids)
+
     def close(self):
         self.sampler.cancel()
 
 
 class Phase:
-    """CPU of the coordinator, of the relays and of this process between begin() and end()."""
+    """CPU of the coordinator, of the relays and of the imitation (this process and its workers)
+    between begin() and end()."""
 
     def __init__(self, usage: Usage):
         self.usage = usage
         self.before = usage.now()
         self.relays_before = usage.relay_usage()
-        self.own = own_cpu()
+        self.own = usage.imitation_cpu()
 
     def end(self, figure: dict):
         after = self.usage.now()
@@ -130,7 +136,7 @@ class Phase:
         if self.relays_before and relays_after:
             figure["relays_cpu_s"] = round(relays_after["cpu_s"] - self.relays_before["cpu_s"], 2)
             figure["relay_hwm_kb"] = relays_after["hwm_kb"]
-        figure["harness_cpu_s"] = round(own_cpu() - self.own, 2)
+        figure["harness_cpu_s"] = round(self.usage.imitation_cpu() - self.own, 2)
         return figure
 
 
@@ -193,7 +199,7 @@ class Job:
         # runs first (nice 10 for the relays), so that it is not starved past its heartbeats.
         for index, relay in zip(self.relay_indices, self.relays):
             await relay.start(["nice", "-n", "10", *self.argv(index)], env, self.dir)
-        self.usage = Usage(self.coordinator, self.relays)
+        self.usage = Usage(self.coordinator, self.relays, self.pool)
         await self.pool.start(**self.fleet_settings)
         began = time.monotonic()
         await self.pool.join([i for i in self.leaves if i != self.last])
@@ -267,6 +273,13 @@ async def http_get(port: int, path: str) -> dict:
             "s": round(time.monotonic() - began, 3)}
 
 
+def spread(times: list[float], since: float) -> list[float]:
+    """When the first, the median and the 90th-percentile task heard it, from `since`."""
+    if not times:
+        return []
+    return [round(times[int(q * (len(times) - 1))] - since, 3) for q in (0.0, 0.5, 0.9)]
+
+
 def odd_fingerprint(fingerprint: dict) -> dict:
     odd = json.loads(json.dumps(fingerprint))
     for key, value in odd.items():
@@ -310,6 +323,7 @@ async def start_and_failure(args, p, fingerprint, dns, workdir) -> dict:
         summary = await job.until(lambda s: s["after"]["nothing yet"] == 0, args.phase_timeout, [failing])
         if summary["after"]["stop"] == summary["n"]:
             failure["s"] = round(summary["latest_after"] - sent, 3)
+            failure["spread_s"] = spread(await job.pool.after_times([failing]), sent)
             if f"worker:{failing}" not in (summary["stop_message"] or ""):
                 job.problem(f"the stop does not name worker:{failing}: {summary['stop_message']!r}")
         else:
@@ -338,6 +352,7 @@ async def restart(args, p, fingerprint, dns, workdir) -> dict:
         summary = await job.until(lambda s: s["after"]["nothing yet"] == 0, args.phase_timeout)
         if summary["after"]["restart"] == summary["n"]:
             figure["told_s"] = round(summary["latest_after"] - sent, 3)
+            figure["told_spread_s"] = spread(await job.pool.after_times(), sent)
         summary = await job.until(lambda s: s["released_again"] + s["ended_otherwise"] == s["n"], args.phase_timeout)
         if summary["released_again"] == summary["n"]:
             figure["s"] = round(summary["latest_second_start"] - sent, 3)
@@ -423,8 +438,8 @@ def render(report: dict) -> str:
                    f"{f'{hellos:.1f} s' if hellos else '—'} |")
     out += ["", "The imitation's own CPU in each figure (it shares the cores with the coordinator), and what an "
             "operator reads (item 4 of issue 38: bounded at any size?), with one task missing:", "",
-            "| P | imitation CPU: start / failure / restart / env check | /status | /metrics | "
-            "startup.json | longest missing-task line |", "|---:|---|---:|---:|---:|---:|"]
+            "| P | imitation CPU: start / failure / restart / env check | failure: first / median / 90% told | /status | /metrics | "
+            "startup.json | longest missing-task line |", "|---:|---|---|---:|---:|---:|---:|"]
     for p, jobs in sorted(rows.items()):
         a, r, e = jobs.get("start+failure") or {}, jobs.get("restart") or {}, jobs.get("env-check") or {}
         cpu = " / ".join(f"{(job.get(key) or {}).get('harness_cpu_s', float('nan')):.2f} s"
@@ -433,7 +448,8 @@ def render(report: dict) -> str:
         def size(value):
             return f"{value / 1e3:,.1f} kB" if isinstance(value, int) else "—"
         missing = a.get("longest_missing_line")
-        out.append(f"| {p:,} | {cpu} | {size(a.get('http/status', {}).get('bytes'))} | "
+        told = " / ".join(f"{t:.2f} s" for t in (a.get("failure") or {}).get("spread_s", [])) or "—"
+        out.append(f"| {p:,} | {cpu} | {told} | {size(a.get('http/status', {}).get('bytes'))} | "
                    f"{size(a.get('http/metrics', {}).get('bytes'))} | {size(a.get('startup_json_bytes'))} | "
                    f"{f'{missing} chars' if missing else '—'} |")
     exps = []

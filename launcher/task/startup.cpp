@@ -37,11 +37,21 @@ constexpr std::size_t max_listed_text = 4096;
 constexpr std::size_t max_embedded_tf_config = 128 * 1024;  // Linux's limit for one variable: TF_CONFIG is always under it
 constexpr std::size_t max_listed_unresolved = 20;
 
-// The bytes `entry` takes in the file, written with indent 2 at `depth`.
-std::size_t written_size(const ordered_json& entry, int depth) {
-  const std::string text = entry.dump(2, ' ', false, ordered_json::error_handler_t::replace);
-  const auto lines = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1;
-  return text.size() + lines * static_cast<std::size_t>(2 * depth) + 2;  // its indentation, ",\n"
+// `text` (a value dumped with indent 2) as it reads nested `depth` levels deep.
+std::string nested(std::string_view text, int depth) {
+  const std::string margin(static_cast<std::size_t>(2 * depth), ' ');
+  std::string out;
+  out.reserve(text.size() + text.size() / 8);
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += margin;
+  }
+  return out;
+}
+
+// One member of the file's top-level object, as a dump of the whole object with indent 2 writes it.
+std::string member(std::string_view key, const ordered_json& value) {
+  return "  \"" + std::string(key) + "\": " + nested(dump(value, 2), 1);
 }
 
 ordered_json peer_json(const StartupReport& report, std::size_t i) {
@@ -58,20 +68,20 @@ ordered_json peer_json(const StartupReport& report, std::size_t i) {
   return entry;
 }
 
-// "peers" in cluster order within peers_budget; when some are left out, "peers_not_listed" counts
-// them and names the first unresolved ones among them (the log has every one).
-void add_peers(ordered_json& root, const StartupReport& report) {
-  ordered_json peers = ordered_json::array();
-  std::size_t used = 0;
+// The members "peers", in cluster order within peers_budget, and when some are left out
+// "peers_not_listed", which counts them and names the first unresolved ones among them (the log
+// has every one). Each entry is rendered once, straight into the text.
+std::vector<std::string> peer_members(const StartupReport& report) {
+  std::string listed;
   std::size_t i = 0;
   for (; i < report.peers.size(); ++i) {
-    ordered_json entry = peer_json(report, i);
-    used += written_size(entry, 2);
-    if (used > peers_budget) break;
-    peers.push_back(std::move(entry));
+    std::string entry = "    " + nested(dump(peer_json(report, i), 2), 2);
+    if (listed.size() + entry.size() + 2 > peers_budget) break;
+    listed += listed.empty() ? "\n" : ",\n";
+    listed += entry;
   }
-  root["peers"] = std::move(peers);
-  if (i == report.peers.size()) return;
+  std::vector<std::string> members{listed.empty() ? "  \"peers\": []" : "  \"peers\": [" + listed + "\n  ]"};
+  if (i == report.peers.size()) return members;
   std::size_t unresolved = 0;
   ordered_json first_unresolved = ordered_json::array();
   for (std::size_t j = i; j < report.peers.size() && j < report.resolution.size(); ++j) {
@@ -83,7 +93,8 @@ void add_peers(ordered_json& root, const StartupReport& report) {
     left_out["unresolved"] = unresolved;
     left_out["first_unresolved"] = std::move(first_unresolved);
   }
-  root["peers_not_listed"] = std::move(left_out);
+  members.push_back(member("peers_not_listed", left_out));
+  return members;
 }
 
 // Texts (each cut to max_listed_text) while they fit texts_budget; the number left out, or 0.
@@ -216,7 +227,8 @@ PreviousStarts read_previous_starts(const std::optional<std::string>& text) {
   return previous;
 }
 
-std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous) {
+StartupText render_startup_json(const StartupReport& report, const PreviousStarts& previous) {
+  // Members in the file's order: "end", when there is one, goes between `before` and `after`.
   ordered_json root;
   root["tfboot_version"] = report.version;
   if (!report.commit.empty()) root["tfboot_commit"] = report.commit;
@@ -229,27 +241,26 @@ std::string build_startup_json(const StartupReport& report, const PreviousStarts
   if (!report.local) root["dns_wait_seconds"] = report.dns_wait_seconds;
   root["written_at"] = report.written_at;
   root["written_at_iso"] = iso8601_utc(report.written_at);
+  if (!report.local) root["dns_servers"] = report.dns_servers;
+  std::vector<std::string> members;
+  for (const auto& [key, value] : root.items()) members.push_back(member(key, value));
   if (!report.local) {
-    root["dns_servers"] = report.dns_servers;
-    add_peers(root, report);
+    for (std::string& peers : peer_members(report)) members.push_back(std::move(peers));
   }
-  add_texts(root, "warnings", report.warnings);
+  ordered_json rest;
+  add_texts(rest, "warnings", report.warnings);
   if (report.tf_config.size() <= max_embedded_tf_config) {
-    root["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
+    rest["tf_config"] = ordered_json::parse(report.tf_config, nullptr, false);
   } else {
-    root["tf_config"] = nullptr;
-    root["tf_config_not_listed"] = std::to_string(report.tf_config.size()) + " bytes: tf_config.json holds it";
+    rest["tf_config"] = nullptr;
+    rest["tf_config_not_listed"] = std::to_string(report.tf_config.size()) + " bytes: tf_config.json holds it";
   }
-  add_texts(root, "command", report.command);
-  if (!report.job_json.empty()) root["job"] = job_json(report.job_json);
-  if (!report.preflight_json.empty()) root["preflight"] = ordered_json::parse(report.preflight_json, nullptr, false);
-  if (!report.framework_json.empty()) root["framework"] = ordered_json::parse(report.framework_json, nullptr, false);
-  if (report.end) {
-    ordered_json end = ordered_json::object();
-    add_end(end, *report.end);
-    root["end"] = end;
-  }
-  root["restarts"] = previous.restarts;
+  add_texts(rest, "command", report.command);
+  if (!report.job_json.empty()) rest["job"] = job_json(report.job_json);
+  if (!report.preflight_json.empty()) rest["preflight"] = ordered_json::parse(report.preflight_json, nullptr, false);
+  if (!report.framework_json.empty()) rest["framework"] = ordered_json::parse(report.framework_json, nullptr, false);
+  for (const auto& [key, value] : rest.items()) members.push_back(member(key, value));
+
   ordered_json history = ordered_json::array();
   for (const auto& start : previous.history) {
     ordered_json entry{{"started_at", start.started_at}, {"started_at_iso", iso8601_utc(start.started_at)},
@@ -257,8 +268,26 @@ std::string build_startup_json(const StartupReport& report, const PreviousStarts
     if (start.end) add_end(entry, *start.end);
     history.push_back(entry);
   }
-  root["history"] = history;
-  return dump(root, 2) + "\n";
+  StartupText text{"{\n", member("restarts", previous.restarts) + ",\n" + member("history", history) + "\n}\n"};
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    if (i > 0) text.before += ",\n";
+    text.before += members[i];
+  }
+  return text;
+}
+
+std::string startup_json_with_end(const StartupText& text, const std::optional<TaskEnd>& end) {
+  std::string file = text.before;
+  if (end) {
+    ordered_json fields = ordered_json::object();
+    add_end(fields, *end);
+    file += ",\n" + member("end", fields);
+  }
+  return file + ",\n" + text.after;
+}
+
+std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous) {
+  return startup_json_with_end(render_startup_json(report, previous), report.end);
 }
 
 }  // namespace tfboot

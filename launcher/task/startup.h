@@ -64,6 +64,17 @@ inline constexpr std::size_t max_previous_startup_json = 1024 * 1024;
 // nullopt: no earlier file. Text that is not an earlier report of ours is damage.
 PreviousStarts read_previous_starts(const std::optional<std::string>& text);
 
+// startup.json's text but for its "end", rendered once: what grows with the job (the peers,
+// TF_CONFIG) is not rendered again when the task ends. `before` holds the members before where
+// "end" goes, `after` those after it and the closing brace.
+struct StartupText {
+  std::string before;
+  std::string after;
+};
+StartupText render_startup_json(const StartupReport& report, const PreviousStarts& previous);
+// The whole file: `text` with `end` (none: no "end" member) between its parts.
+std::string startup_json_with_end(const StartupText& text, const std::optional<TaskEnd>& end);
+// Both in one: the file for `report` (report.end included).
 std::string build_startup_json(const StartupReport& report, const PreviousStarts& previous);
 
 // ISO 8601 in UTC with milliseconds, "2023-11-14T22:13:20.500Z", for the epoch seconds beside it.

@@ -50,22 +50,21 @@ Result<TaskFiles> write_task_files(const std::string& log_dir, StartupReport rep
   std::optional<std::string> aside_warning;
   if (previous.damage) aside_warning = set_aside(startup_path, *previous.damage);
   if (aside_warning) report.warnings.push_back(*aside_warning);
+  StartupText text = render_startup_json(report, previous);
   auto written = write_files_atomically({{log_dir + "/tf_config.json", report.tf_config + "\n"},
-                                         {startup_path, build_startup_json(report, previous)}});
+                                         {startup_path, startup_json_with_end(text, report.end)}});
   if (!written) {
     remove_created_directories(*created);
     return std::unexpected(written.error());
   }
   std::error_code error;
   std::string absolute = std::filesystem::absolute(startup_path, error).lexically_normal().string();
-  return TaskFiles{error ? startup_path : absolute, std::move(report), std::move(previous)};
+  return TaskFiles{error ? startup_path : absolute, std::move(text), std::move(previous)};
 }
 
 Result<void> record_task_end(const TaskFiles& files, TaskEnd end) {
   end.ended_at = unix_seconds();
-  StartupReport report = files.report;
-  report.end = std::move(end);
-  return write_file_atomically(files.startup_path, build_startup_json(report, files.previous));
+  return write_file_atomically(files.startup_path, startup_json_with_end(files.text, end));
 }
 
 std::array<std::string, 3> startup_json_around_the_end(const TaskFiles& files, TaskEnd end) {
@@ -73,9 +72,7 @@ std::array<std::string, 3> startup_json_around_the_end(const TaskFiles& files, T
   constexpr std::string_view number = "4102444800.5";
   constexpr std::string_view iso = "\"2100-01-01T00:00:00.500Z\"";
   end.ended_at = 4102444800.5;
-  StartupReport report = files.report;
-  report.end = std::move(end);
-  const std::string text = build_startup_json(report, files.previous);
+  const std::string text = startup_json_with_end(files.text, end);
   const auto at_number = text.find(number);
   const auto at_iso = text.find(iso);
   if (at_number == std::string::npos || at_iso == std::string::npos || at_iso < at_number) return {};

@@ -22,7 +22,7 @@ std::string task_log_dir(const std::string& log_root, TaskType type, int index);
 // What write_task_files wrote, kept to add the task's end to startup.json at exit.
 struct TaskFiles {
   std::string startup_path;  // absolute: init mode changes to "/" before the command ends
-  StartupReport report;
+  StartupText text;          // startup.json as written, without its end
   PreviousStarts previous;   // previous.restarts > 0: the log dir held an earlier start
 };
 

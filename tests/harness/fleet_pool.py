@@ -79,6 +79,9 @@ async def worker():
         elif what == "task":
             task = fleet.tasks[command["index"]]
             answer({"hello_at": task.hello_at, "outcome": task.outcome})
+        elif what == "after_times":  # when each task but `exclude` heard what came after its start
+            exclude = set(command.get("exclude", []))
+            answer([t.after_at for t in fleet if t.index not in exclude and t.after_at is not None])
         elif what == "starts":  # every task's first start, by index
             answer({str(t.index): t.start_at for t in fleet})
         elif what == "exit":
@@ -149,6 +152,15 @@ class FleetPool:
                 else:
                     merged[key] = merged.get(key, 0) + value
         return merged
+
+    async def after_times(self, exclude=()) -> list[float]:
+        async with self.lock:
+            parts = [await self.ask(proc, {"do": "after_times", "exclude": list(exclude)}) for proc in self.procs]
+        return sorted(t for part in parts for t in part)
+
+    @property
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self.procs]
 
     async def task(self, index: int) -> dict:
         async with self.lock:

@@ -267,6 +267,42 @@ TEST_CASE("startup::build_startup_json at any job size is read back whole") {
   CHECK(root["tf_config_not_listed"] == "2000027 bytes: tf_config.json holds it");
 }
 
+TEST_CASE("startup::render_startup_json writes what one dump of the whole file would") {
+  // Rendered member by member, and the end added to the same parts: the bytes are those of the
+  // object dumped at once, with or without an end, with no peers, a few, or more than fit.
+  auto same_as_one_dump = [](const std::string& text) {
+    CHECK(text == nlohmann::ordered_json::parse(text).dump(2) + "\n");
+  };
+  auto report = sample_report();
+  const TaskEnd end{.ended_at = 1700000060.25, .exit_status = 200, .reason = "job_failed", .message = "stopping", .failed_task = "worker:1"};
+  PreviousStarts previous;
+  previous.restarts = 1;
+  previous.history.push_back({1.0, "hostname", end});
+  SUBCASE("a small job, ended and not") {
+    const StartupText parts = render_startup_json(report, previous);
+    same_as_one_dump(startup_json_with_end(parts, std::nullopt));
+    same_as_one_dump(startup_json_with_end(parts, end));
+    report.end = end;
+    CHECK(build_startup_json(report, previous) == startup_json_with_end(parts, end));
+    CHECK(json::parse(build_startup_json(report, previous))["end"]["failed_task"] == "worker:1");
+  }
+  SUBCASE("no peers, tfboot local, no history") {
+    report.peers.clear();
+    report.resolution.clear();
+    same_as_one_dump(build_startup_json(report, {}));
+    report.local = true;
+    same_as_one_dump(startup_json_with_end(render_startup_json(report, {}), end));
+  }
+  SUBCASE("more peers than the file lists") {
+    report.peers.clear();
+    report.resolution.clear();
+    for (int i = 0; i < 20'000; ++i) report.peers.push_back(PeerAddress{TaskType::worker, i, "scale-" + std::to_string(i), 2222, true});
+    const std::string text = startup_json_with_end(render_startup_json(report, previous), end);
+    same_as_one_dump(text);
+    CHECK(json::parse(text)["peers_not_listed"]["count"].get<int>() > 0);
+  }
+}
+
 TEST_CASE("startup::build_startup_json lists a small job whole") {
   auto root = parse(build_startup_json(sample_report(), {}));
   CHECK(root["peers"].size() == 2);

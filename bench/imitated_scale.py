@@ -7,8 +7,9 @@ machine holds P up to ~100,000. Per size, three jobs, each timed from this proce
 clock (CLOCK_MONOTONIC) as the imitated tasks send and receive:
 
 * start: P-2 tasks present, then the last hello; until every task was told `start`;
-  failure (same job, 1 s later): one task sends exit{status 1}; until every other task got `stop`;
-* restart in place (`--max-restarts 1`): the same failure; until every task, having rejoined,
+  failure (same job, once it runs: the coordinator and every relay wrote startup.json and started
+  its command, then 1 s): one task sends exit{status 1}; until every other task got `stop`;
+* restart in place (`--max-restarts 1`): the same failure, as late; until every task, having rejoined,
   was released by the restart's barrier (`start` again);
 * environment check (`--env-check fail`): one task's fingerprint differs; from the last hello
   until every task got the `abort`, which must name that task.
@@ -233,6 +234,21 @@ class Job:
         figure["s"] = round(summary[latest] - last["hello_at"], 3)
         phase.end(figure)
 
+    async def running(self):
+        """Until the coordinator and every relay wrote startup.json (their start work done, their
+        command next), then 1 s: a failure comes to a job that runs, not to one still starting,
+        whose start work here shares 2 cores that, on a cluster, are a node's each. The wait is
+        `running_s` in the result."""
+        began = time.monotonic()
+        files = [self.dir / "logs" / f"worker_{i}" / "startup.json" for i in (0, *self.relay_indices)]
+        until = began + self.args.phase_timeout
+        while (waiting := [f for f in files if not f.exists()]) and time.monotonic() < until:
+            await asyncio.sleep(0.1)
+        self.result["running_s"] = round(time.monotonic() - began, 2)
+        if waiting:
+            self.problem(f"{len(waiting)} of coordinator and relays wrote no startup.json in {self.args.phase_timeout:.0f} s")
+        await asyncio.sleep(1.0)
+
     async def stop(self):
         if self.usage:
             self.usage.close()
@@ -315,7 +331,7 @@ async def start_and_failure(args, p, fingerprint, dns, workdir) -> dict:
             job.problem(f"{job.summary['different_starts']} tasks got a start unlike the first one's")
         if differences := json.loads(job.summary["start_line"]).get("environment_differences"):
             job.problem(f"the start found environment differences: {differences}")
-        await asyncio.sleep(1.0)
+        await job.running()
         failing = a_leaf(p, p // 2)
         failure = job.result["failure"] = {}
         phase = Phase(job.usage)
@@ -344,7 +360,7 @@ async def restart(args, p, fingerprint, dns, workdir) -> dict:
         job.result["first_start_s"] = start.get("s")
         if "s" not in start:
             return job.result
-        await asyncio.sleep(1.0)
+        await job.running()
         failing = a_leaf(p, p // 2)
         figure = job.result["restart"] = {}
         phase = Phase(job.usage)

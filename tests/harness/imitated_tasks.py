@@ -121,6 +121,7 @@ class ImitatedTask(asyncio.Protocol):
         self.pings_after_start = 0
         self.connected_to = None   # (host, port) of its last connection: the coordinator or its relay
         self.closed_for_rejoin = 0  # connections closed to rejoin whose connection_lost is still to come
+        self.failures = 0          # attempts in a row that were refused or closed: the backoff's count
         self.abort_line = None     # the abort or stop as it came; parsed when read (a stop at 100,000
         self.stop_line = None      # tasks is 100,000 lines this process must read quickly)
         self.last = None           # the latest of these, in any round: (what, detail, when)
@@ -188,7 +189,7 @@ class ImitatedTask(asyncio.Protocol):
             self.state = "rejoining"
             if self.handshake and not self.handshake.done():
                 self.handshake.set_result(False)
-            self.fleet.queue_join([self])
+            self.fleet.retry_later(self)
             return
         if self.state not in ("ended", "rejoining"):
             self.end("closed", f"the coordinator closed the connection{f' ({exc})' if exc else ''}")
@@ -210,7 +211,7 @@ class ImitatedTask(asyncio.Protocol):
                 if self.handshake and not self.handshake.done():
                     self.handshake.set_result(False)
                 self.close_to_rejoin()
-                return self.fleet.queue_join([self])
+                return self.fleet.retry_later(self)
             if kind != "challenge":
                 return self.end("error", f"first message {kind!r}, not a challenge")
             if challenge.get("protocol") != PROTOCOL:
@@ -232,6 +233,7 @@ class ImitatedTask(asyncio.Protocol):
             if kind != "accepted":
                 return self.end("error", f"{kind!r} after hello")
             self.accepted = True
+            self.failures = 0
             self.state = "barrier"
             if self.handshake and not self.handshake.done():
                 self.handshake.set_result(True)
@@ -360,6 +362,14 @@ class Fleet:
     def join(self, indices):
         self.queue_join([self.tasks[i] for i in indices])
 
+    def retry_later(self, task):
+        """Refused or closed before the challenge: queued again after the backoff a real task
+        waits (100 ms doubling up to 2 s, the second half of each step at random), so that the
+        tasks a restart's barrier is not ready for do not try again in a loop."""
+        task.failures += 1
+        delay = min(0.1 * 2 ** (task.failures - 1), 2.0)
+        asyncio.get_running_loop().call_later(delay / 2 + random.uniform(0, delay / 2), self.queue_join, [task])
+
     async def _connector(self):
         loop = asyncio.get_running_loop()
         while True:
@@ -369,29 +379,26 @@ class Fleet:
             task = self.queue.popleft()
             task.handshake = loop.create_future()
             source = source_address(task.index, self.per_source)
-            while True:
+            try:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setblocking(False)
                 try:
-                    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                    sock.setblocking(False)
-                    try:
-                        sock.bind((source, 0))
-                        task.connected_to = self.target(task.index)
-                        await loop.sock_connect(sock, task.connected_to)
-                    except BaseException:
-                        sock.close()
-                        raise
-                    await loop.create_connection(lambda: task, sock=sock)
-                    break
-                except OSError as why:
-                    if why.errno not in (errno.ECONNREFUSED, errno.ECONNRESET):
-                        self.connect_errors[why.strerror or repr(why)] += 1
-                        task.end("error", f"connect from {source}: {why!r}")
-                        break
-                    # The coordinator (or the restart's barrier) is not listening yet.
-                    if time.monotonic() > self.deadline:
-                        task.end("error", "connection refused until the deadline")
-                        break
-                    await asyncio.sleep(0.05)
+                    sock.bind((source, 0))
+                    task.connected_to = self.target(task.index)
+                    await loop.sock_connect(sock, task.connected_to)
+                except BaseException:
+                    sock.close()
+                    raise
+                await loop.create_connection(lambda: task, sock=sock)
+            except OSError as why:
+                if why.errno not in (errno.ECONNREFUSED, errno.ECONNRESET):
+                    self.connect_errors[why.strerror or repr(why)] += 1
+                    task.end("error", f"connect from {source}: {why!r}")
+                elif time.monotonic() > self.deadline:
+                    task.end("error", "connection refused until the deadline")
+                else:  # the coordinator (or the restart's barrier) is not listening yet
+                    task.handshake.set_result(False)
+                    self.retry_later(task)
             # The ticker ends a handshake that hears nothing for SILENT_AFTER (no timer per task).
             await task.handshake
 

@@ -187,8 +187,6 @@ class ImitatedTask(asyncio.Protocol):
             # Closed before the challenge: the restart's barrier was not listening yet (the old
             # listener's queue is reset). A real task connects again, and so does this one.
             self.state = "rejoining"
-            if self.handshake and not self.handshake.done():
-                self.handshake.set_result(False)
             self.fleet.retry_later(self)
             return
         if self.state not in ("ended", "rejoining"):
@@ -208,8 +206,6 @@ class ImitatedTask(asyncio.Protocol):
                 # Refused before the challenge in a restart (the old barrier's "job already
                 # started"): a real task tries again, and so does this one.
                 self.state = "rejoining"
-                if self.handshake and not self.handshake.done():
-                    self.handshake.set_result(False)
                 self.close_to_rejoin()
                 return self.fleet.retry_later(self)
             if kind != "challenge":
@@ -365,7 +361,10 @@ class Fleet:
     def retry_later(self, task):
         """Refused or closed before the challenge: queued again after the backoff a real task
         waits (100 ms doubling up to 2 s, the second half of each step at random), so that the
-        tasks a restart's barrier is not ready for do not try again in a loop."""
+        tasks a restart's barrier is not ready for do not try again in a loop. The handshake
+        that was awaited ends: the connector goes on to the next task."""
+        if task.handshake and not task.handshake.done():
+            task.handshake.set_result(False)
         task.failures += 1
         delay = min(0.1 * 2 ** (task.failures - 1), 2.0)
         asyncio.get_running_loop().call_later(delay / 2 + random.uniform(0, delay / 2), self.queue_join, [task])
@@ -397,7 +396,6 @@ class Fleet:
                 elif time.monotonic() > self.deadline:
                     task.end("error", "connection refused until the deadline")
                 else:  # the coordinator (or the restart's barrier) is not listening yet
-                    task.handshake.set_result(False)
                     self.retry_later(task)
             # The ticker ends a handshake that hears nothing for SILENT_AFTER (no timer per task).
             await task.handshake

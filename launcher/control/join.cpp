@@ -15,11 +15,18 @@ namespace tfboot {
 namespace {
 
 // A relay listens on every address, unless its name resolves to one loopback address: tasks of one
-// machine, each on an address of its own.
+// machine, each on an address of its own. A name that does not resolve yet (a pod's record may lag
+// its start) is asked three times, then said: relays that share a machine would take the port
+// from one another.
 std::string relay_listener_address(const JobSettings& settings) {
   if (!settings.task_addresses) return "";
   auto addresses = settings.task_addresses(settings.self);
-  if (!addresses || addresses->size() != 1 || !(*addresses)[0].starts_with("127.")) return "";
+  for (int tries = 1; !addresses && tries < 3; ++tries) addresses = settings.task_addresses(settings.self);
+  if (!addresses) {
+    log::info("relay: its own name did not resolve ({}); listening on every address", addresses.error().message);
+    return "";
+  }
+  if (addresses->size() != 1 || !(*addresses)[0].starts_with("127.")) return "";
   return (*addresses)[0];
 }
 

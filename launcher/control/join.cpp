@@ -15,9 +15,9 @@ namespace tfboot {
 namespace {
 
 // A relay listens on every address, unless its name resolves to one loopback address: tasks of one
-// machine, each on an address of its own. A name that does not resolve yet (a pod's record may lag
-// its start) is asked three times, then said: relays that share a machine would take the port
-// from one another.
+// machine, each on an address of its own. A lookup that fails is asked again, three times in all
+// (a DNS server busy with hundreds of starting tasks may miss the 2 s deadline), then said: relays
+// that share a machine, each on every address, would take the port from one another.
 std::string relay_listener_address(const JobSettings& settings) {
   if (!settings.task_addresses) return "";
   auto addresses = settings.task_addresses(settings.self);
